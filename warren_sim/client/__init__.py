@@ -1,0 +1,1 @@
+"""See DESIGN section 1."""

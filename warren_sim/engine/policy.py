@@ -1,0 +1,53 @@
+"""The policy interface: an observation in, one command out.
+
+A policy is any object with ``decide(observation) -> command``; a scenario's ``solution.py``
+provides ``make_policy(agent_id, role, briefing) -> Policy``. The observation is duck-typed
+(``agent_id, observation_id, seq, time, reason, observation, affordances, text``) so the same
+policy drives an agent headless, as an NPC inside a served run, or remotely through the SDK.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+NOOP: dict[str, Any] = {"noop": True}
+
+
+class ObservationLike(Protocol):
+    agent_id: str
+    observation_id: str
+    seq: int
+    time: int
+    reason: str
+    observation: dict[str, Any]
+    affordances: list[dict[str, Any]]
+
+    @property
+    def text(self) -> str: ...
+
+
+class Policy(Protocol):
+    def decide(self, obs: ObservationLike) -> dict[str, Any]: ...
+
+
+class NoopPolicy:
+    """What an unassigned agent does: nothing, without ever blocking anyone."""
+
+    def decide(self, obs: ObservationLike) -> dict[str, Any]:
+        return dict(NOOP)
+
+
+class RandomPolicy:
+    """Picks a random suggestion (or a noop) from the affordances with its own seeded RNG."""
+
+    def __init__(self, seed: int) -> None:
+        import random
+
+        self.rng = random.Random(seed)
+
+    def decide(self, obs: ObservationLike) -> dict[str, Any]:
+        options = [(a["action"], s) for a in obs.affordances for s in a["suggestions"]]
+        if not options or self.rng.random() < 0.2:
+            return dict(NOOP)
+        action, args = options[self.rng.randrange(len(options))]
+        return {"action": action, "args": dict(args)}

@@ -1,0 +1,294 @@
+"""The rules of every tool: what makes a command valid, what makes it fail, what it changes.
+
+Two moments are distinct, as in any simultaneous-move game:
+- ``validate`` judges a command against the observation the agent answered (its affordances), so
+  that a well-formed command for that snapshot is never refused because of someone else's answer;
+- ``check`` judges it against the world at adjudication, after the answers ordered before it in
+  the batch were applied. That is where conflicts lose, with a reason naming the winner.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .schema import check_args
+from .tools import Tool
+from .world import Agent, Cell, cell_name, parse_cell
+
+if TYPE_CHECKING:
+    from .sim import Pending, Simulation
+
+MAX_SLEEP_MS = 2**53 - 1
+COMMAND_KEYS = ("action", "sleep_ms", "noop")
+
+
+def validate(sim: Simulation, agent: Agent, pending: Pending, command: dict[str, Any]) -> str | None:
+    present = [k for k in COMMAND_KEYS if k in command]
+    if len(present) != 1:
+        return ("a command is exactly one of {\"action\": ..., \"args\": {...}}, {\"sleep_ms\": n} or "
+                f"{{\"noop\": true}}; this one has {', '.join(present) or 'none of them'}")
+    extra = [k for k in command if k not in (*COMMAND_KEYS, "args")]
+    if extra:
+        return f"unknown command field(s) {', '.join(sorted(extra))}; a command has action+args, sleep_ms or noop"
+    if "noop" in command:
+        if command["noop"] is not True:
+            return f"noop must be true, got {command['noop']!r}"
+        return None if "args" not in command else "a noop takes no args"
+    if "sleep_ms" in command:
+        ms = command["sleep_ms"]
+        if "args" in command:
+            return "a sleep takes no args"
+        if not isinstance(ms, int) or isinstance(ms, bool):
+            return f"sleep_ms must be an integer number of milliseconds, got {type(ms).__name__} {ms!r}"
+        if not 0 <= ms <= MAX_SLEEP_MS:
+            return f"sleep_ms must be between 0 and {MAX_SLEEP_MS}, got {ms}"
+        return None
+    name = command["action"]
+    if not isinstance(name, str):
+        return f"action must be a tool name (a string), got {type(name).__name__} {name!r}; your tools: " \
+               + ", ".join(agent.tools)
+    if name not in agent.tools:
+        return f"unknown action {name!r}; your tools are: {', '.join(agent.tools)}"
+    if name in pending.unavailable:
+        return f"{name} is not available now: {pending.unavailable[name]}"
+    tool = sim.tools[name]
+    args = command.get("args", {})
+    err = check_args(name, tool.input_schema, args)
+    if err:
+        return err
+    for param, choices in pending.choices.get(name, {}).items():
+        value = args[param]
+        if choices is None:
+            continue
+        if value in choices:
+            continue
+        if name == "move_to" and param == "dest":
+            cell = parse_cell(value)
+            if cell is not None and sim.world.valid_cell(cell):
+                continue
+            return (f"args.dest: {value!r} is neither a place ({_list(choices)}) nor a cell of the map "
+                    "('<space>:<x>,<y>')")
+        return f"args.{param}: {value!r} is not a valid {param} for {name} now; choose one of {_list(choices)}"
+    if name == "tell":
+        to = args["to"]
+        if to == agent.id:
+            return "args.to: you cannot tell yourself; name another agent"
+        if to not in sim.world.agents:
+            return f"args.to: there is no agent {to!r}; agents you know of are in place.agents and visible.agents"
+    return None
+
+
+def _list(choices: list[str], limit: int = 12) -> str:
+    shown = choices[:limit]
+    more = f" and {len(choices) - limit} more" if len(choices) > limit else ""
+    return "[" + ", ".join(repr(c) for c in shown) + "]" + more
+
+
+def _reach_item(sim: Simulation, agent: Agent, item_id: str) -> str | None:
+    """Why ``item_id`` is not within the agent's reach any more, naming who took it."""
+    item = sim.world.items[item_id]
+    if item.holder is not None:
+        who = item.holder
+        if who == agent.id:
+            return f"you already carry {item_id}"
+        when = ""
+        if item.last_taker and item.last_taker[0] == sim.time:
+            when = " earlier in this batch"
+        return f"{item_id} is no longer here: {who} has it{when}"
+    cells = sim.world.reach_cells(agent.cell)
+    cell = item.cell
+    if item.inside is not None:
+        cell = sim.world.items[item.inside].cell
+    if cell is None or cell not in cells:
+        return f"{item_id} is no longer within reach"
+    return None
+
+
+def check(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> str | None:
+    """Why this action fails against the world as it is now, or None."""
+    w = sim.world
+    name = tool.name
+    if name == "move_to":
+        dest = w.resolve_cell(args["dest"])
+        if dest == agent.cell or (w.place_of(dest) is not None and w.place_of(dest) == w.place_of(agent.cell)):
+            return f"you are already at {args['dest']}"
+        steps, why = w.route(agent.cell, dest)
+        return why or None
+    if name == "take":
+        err = _reach_item(sim, agent, args["item"])
+        if err:
+            return err
+        if w.items[args["item"]].container:
+            return f"{args['item']} is a container and cannot be carried; take what is inside it"
+        if len(agent.inventory) >= sim.conv.max_inventory:
+            return f"your inventory is full ({sim.conv.max_inventory} items); drop or give something first"
+        return None
+    if name in ("drop", "give"):
+        if args["item"] not in agent.inventory:
+            return f"you no longer carry {args['item']}"
+        if name == "give":
+            to = args["to"]
+            if to not in w.agents_in_reach(agent.cell):
+                return f"{to} is no longer within reach"
+            if len(w.agents[to].inventory) >= sim.conv.max_inventory:
+                return f"{to} cannot carry more ({sim.conv.max_inventory} items)"
+        return None
+    if name == "say" or name == "tell":
+        return None
+    if name == "inspect":
+        return None if _inspectable(sim, agent, args["target"]) else f"{args['target']} is no longer in sight"
+    return _check_work(sim, agent, tool, args)
+
+
+def _check_work(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> str | None:
+    w = sim.world
+    spec = tool.work
+    assert spec is not None
+    held_kinds = [w.items[i].kind for i in agent.inventory]
+    for kind in spec.needs_held:
+        if kind not in held_kinds:
+            return f"{tool.name} needs a {kind} in your inventory"
+    if spec.item_kinds and args["item"] not in agent.inventory:
+        return f"you no longer carry {args['item']}"
+    if spec.structure_kinds:
+        sid = args["structure"]
+        if sid not in w.structures_in_reach(agent.cell):
+            return f"{sid} is not within reach; go to {w.structures[sid].place} first"
+        s = w.structures[sid]
+        if spec.needs_code and args["code"] != s.secret:
+            return f"the code {args['code']!r} does not work on {sid}"
+        if spec.field:
+            top = s.maxima.get(spec.field)
+            if top is not None and s.fields.get(spec.field, 0) >= top:
+                return f"{s.name} {spec.field} is already at its maximum ({top})"
+    return None
+
+
+def start(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> tuple[int, Cell | None]:
+    """Duration (ms) of a durative action that passed ``check``, and its destination for moves."""
+    if tool.name == "move_to":
+        dest = sim.world.resolve_cell(args["dest"])
+        steps, _ = sim.world.route(agent.cell, dest)
+        return max(1, steps * sim.conv.step_ms), dest
+    assert tool.work is not None
+    return max(1, tool.work.duration_ms), None
+
+
+def finish(sim: Simulation, agent: Agent, action: Any) -> str | None:
+    """Complete a durative action: apply its effect, or say why it could not complete."""
+    tool = sim.tools[action.tool]
+    err = check(sim, agent, tool, action.args)
+    if err:
+        return err
+    if tool.name == "move_to":
+        _move(sim, agent, action.dest)
+        return None
+    _apply_work(sim, agent, tool, action.args)
+    return None
+
+
+def _move(sim: Simulation, agent: Agent, dest: Cell) -> None:
+    w = sim.world
+    origin = agent.cell
+    sim.notify_place(origin, {"kind": "left", "agent": agent.id, "where": w.where_name(origin),
+                              "text": f"{agent.id} left {w.where_name(origin)}"}, agent.id)
+    w.move_agent(agent, dest)
+    sim.notify_place(dest, {"kind": "arrived", "agent": agent.id, "where": w.where_name(dest),
+                            "text": f"{agent.id} arrived at {w.where_name(dest)}"}, agent.id)
+
+
+def apply_instant(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> None:
+    w = sim.world
+    name = tool.name
+    here = agent.cell
+    if name == "take":
+        item = w.items[args["item"]]
+        w.lift(item)
+        item.holder = agent.id
+        item.last_taker = (sim.time, agent.id)
+        agent.inventory.append(item.id)
+        sim.notify_place(here, {"kind": "took", "agent": agent.id, "item": item.id,
+                                "text": f"{agent.id} took {item.id}"}, agent.id)
+    elif name == "drop":
+        item = w.items[args["item"]]
+        w.lift(item)
+        w.put(item, here)
+        sim.notify_place(here, {"kind": "dropped", "agent": agent.id, "item": item.id,
+                                "text": f"{agent.id} dropped {item.id}"}, agent.id)
+    elif name == "give":
+        item, to = w.items[args["item"]], w.agents[args["to"]]
+        w.lift(item)
+        item.holder = to.id
+        to.inventory.append(item.id)
+        sim.notify_place(here, {"kind": "gave", "agent": agent.id, "item": item.id, "to": to.id,
+                                "text": f"{agent.id} gave {item.id} to {to.id}"}, agent.id)
+    elif name == "say":
+        msg = {"time": sim.time, "from": agent.id, "kind": "say", "text": args["text"]}
+        sim._emit({"kind": "message", "t": sim.time, "from": agent.id, "to": None, "text": args["text"]})
+        for aid in w.agents_in_reach(here):
+            if aid != agent.id:
+                sim.deliver_message(w.agents[aid], msg)
+    elif name == "tell":
+        msg = {"time": sim.time, "from": agent.id, "kind": "tell", "text": args["text"]}
+        sim._emit({"kind": "message", "t": sim.time, "from": agent.id, "to": args["to"], "text": args["text"]})
+        sim.deliver_message(w.agents[args["to"]], msg)
+    elif name == "inspect":
+        sim.tell_event(agent, {"kind": "inspected", "target": args["target"],
+                               "details": describe(sim, args["target"]),
+                               "text": f"you inspected {args['target']}"})
+    else:
+        _apply_work(sim, agent, tool, args)
+
+
+def _apply_work(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> None:
+    w = sim.world
+    spec = tool.work
+    assert spec is not None
+    used = ""
+    if spec.item_kinds:
+        item = w.items[args["item"]]
+        w.lift(item)
+        del w.items[item.id]
+        used = f" using {item.id}"
+    if spec.structure_kinds:
+        s = w.structures[args["structure"]]
+        if spec.field:
+            value = s.fields.get(spec.field, 0) + spec.add
+            top = s.maxima.get(spec.field)
+            s.fields[spec.field] = min(value, top) if top is not None else value
+        text = f"{agent.id} used {tool.name} on {s.id}{used}"
+        if spec.field:
+            text += f": {s.name} {spec.field} is now {s.fields[spec.field]}"
+        sim.notify_place(agent.cell, {"kind": "worked", "agent": agent.id, "tool": tool.name,
+                                      "structure": s.id, "fields": dict(s.fields), "text": text}, agent.id)
+        sim.structure_changed(s.id)
+
+
+def _inspectable(sim: Simulation, agent: Agent, target: str) -> bool:
+    from .perception import inspect_choices
+
+    return target in inspect_choices(sim, agent)
+
+
+def describe(sim: Simulation, target: str) -> dict[str, Any]:
+    """What a close look reveals: everything public about an entity."""
+    w = sim.world
+    if target in w.items:
+        it = w.items[target]
+        where = it.holder or it.inside or (cell_name(it.cell) if it.cell else None)
+        out: dict[str, Any] = {"id": it.id, "kind": it.kind, "name": it.name, "at": where}
+        if it.container:
+            out["contains"] = list(w.contents.get(it.id, {}))
+        return out
+    if target in w.agents:
+        a = w.agents[target]
+        return {"id": a.id, "name": a.name, "role": a.role, "cell": cell_name(a.cell),
+                "carrying": list(a.inventory),
+                "busy": [x.tool for x in a.lanes.values() if x is not None]}
+    if target in w.structures:
+        s = w.structures[target]
+        return {"id": s.id, "kind": s.kind, "name": s.name, "place": s.place, "fields": dict(s.fields),
+                "maxima": dict(s.maxima)}
+    p = w.places[target]
+    return {"name": p.name, "cell": f"{p.space}:{p.x},{p.y}", "size": [p.w, p.h], "description": p.description,
+            "structures": w.structures_at.get(p.name, [])}

@@ -1,0 +1,377 @@
+"""The simulation: a sans-IO state machine in the manner of h11.
+
+Drive it with three calls and nothing else::
+
+    batch = sim.advance()          # move time to the next batch of wakes; None once the run ended
+    sim.answer(agent_id, command)  # one command per observation of the batch (validate() first)
+    sim.adjudicate()               # apply the batch's answers in the seeded order
+
+It never sleeps, reads a clock or does I/O; the same spec, seed and answers give the same records,
+byte for byte. Everything that decides an order goes through ``self.rng`` (seeded once) or the
+scheduler's ``(time, priority, seq)`` keys.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import attrs
+
+from . import rules
+from .perception import Observation, observe
+from .scheduler import COMPLETION, DEADLINE, WAKE, Scheduler
+from .spec import ScenarioSpec
+from .tools import GENERIC_NAMES, Tool, catalog
+from .world import Action, Agent, World
+
+# Which reason an agent is told when several fall on the same instant: the most specific wins.
+REASON_RANK = {"interrupted": 0, "done": 1, "message": 2, "event": 3, "timer": 4, "idle": 5, "start": 6}
+WAKE_REASONS = tuple(REASON_RANK)
+END_STATUSES = ("completed", "failed", "cancelled")
+MAX_EVENTS = 32
+
+
+class EngineError(RuntimeError):
+    """The engine was driven out of order (answering twice, adjudicating with answers missing...)."""
+
+
+@attrs.define(eq=False)
+class ObjectiveState:
+    id: str
+    description: str
+    structure: str
+    field: str
+    target: int
+    deadline_ms: int | None
+    status: str = "pending"
+    current: int = 0
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "description": self.description,
+            "status": self.status,
+            "deadline_ms": self.deadline_ms,
+            "progress": {"current": self.current, "target": self.target},
+        }
+
+
+@attrs.define(eq=False)
+class Pending:
+    """An outstanding observation of the current batch and, once given, its answer."""
+
+    observation: Observation
+    choices: dict[str, dict[str, list[str] | None]]
+    unavailable: dict[str, str]
+    answer: dict[str, Any] | None = None
+    source: str = ""
+
+
+@attrs.define(eq=False)
+class Batch:
+    time: int
+    observations: list[Observation]
+
+
+class Simulation:
+    """One run of one scenario with one seed."""
+
+    def __init__(self, spec: ScenarioSpec, seed: int, *, run_id: str = "run",
+                 params: dict[str, Any] | None = None, record: bool = True) -> None:
+        self.spec = spec
+        self.seed = seed
+        self.run_id = run_id
+        self.rng = random.Random(seed)
+        self.conv = spec.conventions
+        self.tools: dict[str, Tool] = catalog(spec.tools)
+        roles = {r.name: r for r in spec.roles}
+        tools_by_role = {name: tuple(t for t in self.tools if t in GENERIC_NAMES or t in r.tools)
+                         for name, r in roles.items()}
+        self.roles = roles
+        self.world = World(spec, tools_by_role)
+        self.time = 0
+        self.status = "running"
+        self.end_reason = ""
+        self.decisions = 0
+        self.record = record
+        self.records: list[dict[str, Any]] = []
+        self.outcomes: dict[str, tuple[str, str]] = {}
+        self.pending: dict[str, Pending] = {}
+        self.batch: Batch | None = None
+        self.sched = Scheduler()
+        self.objectives = {o.id: ObjectiveState(o.id, o.description, o.structure, o.field, o.target, o.deadline_ms)
+                           for o in spec.objectives}
+        for obj in self.objectives.values():
+            obj.current = min(self.world.structures[obj.structure].fields.get(obj.field, 0), obj.target)
+        self._action_token = 0
+        self._emit({"kind": "run", "t": 0, "run_id": run_id, "scenario": spec.name, "seed": seed,
+                    "params": dict(sorted((params or {}).items())), "agents": list(self.world.agent_ids)})
+        for aid in self.world.agent_ids:
+            self._wake(self.world.agents[aid], 0, "start")
+        for obj in self.objectives.values():
+            if obj.deadline_ms is not None:
+                self.sched.push(obj.deadline_ms, DEADLINE, "objective", obj.id)
+        self.sched.push(self.conv.time_limit_ms, DEADLINE, "limit", None)
+
+    # -- records -----------------------------------------------------------------------------------
+    def _emit(self, record: dict[str, Any]) -> None:
+        if self.record:
+            self.records.append(record)
+
+    def drain_records(self) -> list[dict[str, Any]]:
+        out, self.records = self.records, []
+        return out
+
+    # -- driving -----------------------------------------------------------------------------------
+    @property
+    def ended(self) -> bool:
+        return self.status != "running"
+
+    def advance(self) -> Batch | None:
+        """Run time forward to the next instant where agents wake; return that batch of observations."""
+        if self.pending:
+            raise EngineError("adjudicate the current batch before advancing")
+        while not self.ended:
+            t = self.sched.peek_time()
+            if t is None:
+                self._end("failed", "nothing left to happen")
+                break
+            self.time = t
+            woken: list[Agent] = []
+            while self.sched.peek_time() == t and not self.ended:
+                _, prio, key, token = self.sched.pop()
+                if prio == COMPLETION:
+                    self._complete(key, token)
+                elif prio == DEADLINE:
+                    self._deadline(key, token)
+                else:
+                    agent = self.world.agents[key]
+                    if agent.wake_token == token and agent.wake_time == t:
+                        woken.append(agent)
+            self._check_objectives_end()
+            if self.ended:
+                break
+            if woken:
+                woken.sort(key=lambda a: a.id)
+                observations = []
+                for agent in woken:
+                    reason = agent.wake_reason
+                    agent.wake_time, agent.wake_reason = -1, ""
+                    agent.seq += 1
+                    obs, choices, unavailable = observe(self, agent, reason)
+                    self.pending[agent.id] = Pending(obs, choices, unavailable)
+                    observations.append(obs)
+                    self._emit({"kind": "observation", "t": t, "agent": agent.id,
+                                "observation_id": obs.observation_id, "reason": reason})
+                self.batch = Batch(t, observations)
+                return self.batch
+        return None
+
+    def observation_of(self, agent_id: str) -> Observation | None:
+        p = self.pending.get(agent_id)
+        return p.observation if p else None
+
+    def validate(self, agent_id: str, command: dict[str, Any]) -> str | None:
+        """Check a command against the agent's outstanding observation; a teaching error or None.
+
+        ``command`` is one of ``{"action": str, "args": {...}}``, ``{"sleep_ms": int}`` or
+        ``{"noop": True}``. Only the observation's snapshot is consulted (its affordances), never
+        the world as changed by other answers: conflicts are decided later, by adjudication.
+        """
+        p = self.pending.get(agent_id)
+        if p is None:
+            return f"{agent_id} has no outstanding observation"
+        return rules.validate(self, self.world.agents[agent_id], p, command)
+
+    def answer(self, agent_id: str, command: dict[str, Any], source: str = "policy") -> None:
+        p = self.pending.get(agent_id)
+        if p is None:
+            raise EngineError(f"{agent_id} has no outstanding observation")
+        if p.answer is not None:
+            raise EngineError(f"{p.observation.observation_id} was already answered")
+        p.answer, p.source = command, source
+        self.outcomes[p.observation.observation_id] = ("pending", "")
+
+    def unanswered(self) -> list[str]:
+        return [aid for aid, p in self.pending.items() if p.answer is None]
+
+    def adjudicate(self) -> None:
+        """Apply every answer of the batch, in a permutation of agent ids drawn from the seeded RNG."""
+        missing = self.unanswered()
+        if missing:
+            raise EngineError(f"answers missing for {', '.join(sorted(missing))}")
+        order = sorted(self.pending)
+        self.rng.shuffle(order)
+        t = self.time
+        self._emit({"kind": "batch", "t": t, "order": order})
+        for aid in order:
+            p = self.pending[aid]
+            self.decisions += 1
+            self._emit({"kind": "command", "t": t, "agent": aid,
+                        "observation_id": p.observation.observation_id,
+                        "command": p.answer, "source": p.source})
+            self._apply(self.world.agents[aid], p)
+        self.pending.clear()
+        self.batch = None
+        self._check_objectives_end()
+
+    def cancel(self, reason: str = "cancelled by an operator") -> None:
+        if not self.ended:
+            self._end("cancelled", reason)
+
+    # -- rules glue --------------------------------------------------------------------------------
+    def _apply(self, agent: Agent, p: Pending) -> None:
+        cmd = p.answer
+        assert cmd is not None
+        oid = p.observation.observation_id
+        t = self.time
+        if "action" in cmd:
+            tool = self.tools[cmd["action"]]
+            args = cmd.get("args", {})
+            err = rules.check(self, agent, tool, args)
+            if err:
+                self._outcome(agent, oid, "rejected", err, tool.name)
+                self._wake(agent, t + self.conv.tick_ms, "interrupted")
+                return
+            current = agent.lanes[tool.lane]
+            if current is not None:
+                self._interrupt(agent, current, f"replaced by {tool.name} at t={t}ms")
+            if tool.durative:
+                duration, dest = rules.start(self, agent, tool, args)
+                self._action_token += 1
+                action = Action(agent.id, tool.lane, tool.name, args, oid, t, t + duration,
+                                self._action_token, dest)
+                agent.lanes[tool.lane] = action
+                self.sched.push(action.until, COMPLETION, agent.id, action.token)
+                self._outcome(agent, oid, "accepted", "", tool.name)
+                self._emit({"kind": "action", "t": t, "agent": agent.id, "tool": tool.name,
+                            "until": action.until})
+            else:
+                rules.apply_instant(self, agent, tool, args)
+                self._outcome(agent, oid, "accepted", "", tool.name)
+                self._wake(agent, t + self.conv.tick_ms, "done")
+            if not agent.busy():
+                self._wake(agent, t + self.conv.idle_wake_ms, "idle")
+            return
+        self._outcome(agent, oid, "accepted", "", None)
+        if "sleep_ms" in cmd:
+            self._wake(agent, t + max(1, int(cmd["sleep_ms"])), "timer")
+        elif not agent.busy():
+            self._wake(agent, t + self.conv.idle_wake_ms, "idle")
+
+    def _complete(self, agent_id: str, token: int) -> None:
+        agent = self.world.agents[agent_id]
+        for lane, action in agent.lanes.items():
+            if action is not None and action.token == token:
+                agent.lanes[lane] = None
+                err = rules.finish(self, agent, action)
+                if err:
+                    self._outcome(agent, action.observation_id, "interrupted", err, action.tool)
+                    self._wake(agent, self.time, "interrupted")
+                else:
+                    self._outcome(agent, action.observation_id, "completed", "", action.tool)
+                    self._wake(agent, self.time, "done")
+                return
+
+    def _interrupt(self, agent: Agent, action: Action, reason: str) -> None:
+        agent.lanes[action.lane] = None
+        self._outcome(agent, action.observation_id, "interrupted", reason, action.tool)
+
+    def _outcome(self, agent: Agent, observation_id: str, outcome: str, reason: str, tool: str | None) -> None:
+        self.outcomes[observation_id] = (outcome, reason)
+        self._emit({"kind": "outcome", "t": self.time, "agent": agent.id, "observation_id": observation_id,
+                    "outcome": outcome, "reason": reason})
+        if tool is not None:
+            text = f"your {tool} ({observation_id}) was {outcome}" + (f": {reason}" if reason else "")
+            self.tell_event(agent, {"kind": "outcome", "observation_id": observation_id, "action": tool,
+                                    "outcome": outcome, "reason": reason, "text": text})
+
+    def _wake(self, agent: Agent, time: int, reason: str) -> None:
+        """Schedule the agent's next wake unless an earlier one is already due."""
+        if agent.wake_time != -1:
+            if agent.wake_time < time:
+                return
+            if agent.wake_time == time:
+                if REASON_RANK[reason] < REASON_RANK[agent.wake_reason]:
+                    agent.wake_reason = reason
+                return
+        agent.wake_time, agent.wake_reason = time, reason
+        agent.wake_token += 1
+        self.sched.push(time, WAKE, agent.id, agent.wake_token)
+
+    def tell_event(self, agent: Agent, event: dict[str, Any]) -> None:
+        event = {"time": self.time, **event}
+        agent.events.append(event)
+        if len(agent.events) > MAX_EVENTS:
+            del agent.events[0]
+            agent.events_dropped += 1
+
+    def notify_place(self, cell: Any, event: dict[str, Any], actor: str | None) -> None:
+        """Tell everyone within reach of ``cell`` (except the actor) what changed; wake the idle ones."""
+        self._emit({"kind": "event", "t": self.time, **event})
+        wake_at = self.time + self.conv.tick_ms
+        for aid in self.world.agents_in_reach(cell):
+            if aid == actor:
+                continue
+            other = self.world.agents[aid]
+            self.tell_event(other, event)
+            if not other.busy():
+                self._wake(other, wake_at, "event")
+
+    def deliver_message(self, to: Agent, message: dict[str, Any]) -> None:
+        to.messages.append(message)
+        if len(to.messages) > self.conv.max_messages:
+            del to.messages[0]
+            to.messages_dropped += 1
+        self._wake(to, self.time + self.conv.tick_ms, "message")
+
+    # -- objectives and the end ----------------------------------------------------------------------
+    def structure_changed(self, structure_id: str) -> None:
+        s = self.world.structures[structure_id]
+        for obj in self.objectives.values():
+            if obj.structure != structure_id or obj.status != "pending":
+                continue
+            current = min(s.fields.get(obj.field, 0), obj.target)
+            if current != obj.current:
+                obj.current = current
+                if current >= obj.target:
+                    obj.status = "completed"
+                self._emit({"kind": "objective", "t": self.time, **obj.view()})
+
+    def _check_objectives_end(self) -> None:
+        if self.ended:
+            return
+        if self.objectives and all(o.status == "completed" for o in self.objectives.values()):
+            self._end("completed", "every objective is met")
+
+    def _deadline(self, key: str, token: Any) -> None:
+        self._check_objectives_end()
+        if self.ended:
+            return
+        if key == "limit":
+            self._end("failed", f"the scenario's time limit of {self.conv.time_limit_ms} ms was reached")
+            return
+        obj = self.objectives[token]
+        if obj.status == "pending":
+            obj.status = "failed"
+            self._emit({"kind": "objective", "t": self.time, **obj.view()})
+            self._end("failed", f"objective {obj.id} missed its deadline at {obj.deadline_ms} ms")
+
+    def _end(self, status: str, reason: str) -> None:
+        self.status, self.end_reason = status, reason
+        self._emit({"kind": "end", "t": self.time, "status": status, "reason": reason,
+                    "objectives": [o.view() for o in self.objectives.values()],
+                    "decisions": self.decisions})
+
+    # -- views -------------------------------------------------------------------------------------
+    def objective_views(self) -> list[dict[str, Any]]:
+        return [o.view() for o in self.objectives.values()]
+
+    def outcome_of(self, observation_id: str) -> tuple[str, str]:
+        return self.outcomes.get(observation_id, ("pending", ""))
+
+    def summary(self) -> dict[str, Any]:
+        return {"scenario": self.spec.name, "seed": self.seed, "status": self.status if self.ended else "running",
+                "reason": self.end_reason, "sim_time_ms": self.time, "decisions": self.decisions,
+                "objectives": self.objective_views()}

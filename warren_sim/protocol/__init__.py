@@ -1,0 +1,15 @@
+"""warren-agent/0 on the wire: models, the one converter, verdict logic and the strict JSON reader.
+
+This package is pure (no trio, no I/O, no clock) so the server, the client SDK and tests share one definition
+of what goes over the wire. Submodules are imported explicitly (``from warren_sim.protocol.models import
+Receipt``); this module only holds the protocol's fixed names.
+"""
+
+#: The protocol this package implements, as sent in the version header and accepted as ``protocol=``.
+PROTOCOL_VERSION = "warren-agent/0"
+#: Header carried by every /v1 response; a request that sends it with another value gets 409.
+PROTOCOL_HEADER = "X-Warren-Protocol"
+#: Media type of every error body (RFC 9457).
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+
+__all__ = ["PROBLEM_CONTENT_TYPE", "PROTOCOL_HEADER", "PROTOCOL_VERSION"]

@@ -1,0 +1,277 @@
+"""Wire models of warren-agent/0: the shapes that cross HTTP, one attrs class each.
+
+Why attrs classes and not dicts: the server, the client SDK and the tests must agree on field names, order
+and types, and a class is the one place that says so. All are frozen (they are values: a receipt or an
+envelope never changes after it is made; a new outcome is a new receipt via ``attrs.evolve``). They are
+turned into and out of JSON-ready dicts only by the converter in :mod:`warren_sim.protocol.converter`; field
+order here is the order on the wire.
+
+Each class names itself for error messages in ``WIRE_NAME`` ("unknown field 'pase' in the run creation body").
+
+Decisions recorded here:
+
+* **Receipt outcome for non-accepted verdicts is** ``"none"``. The seed lists the outcomes of an accepted
+  command (``pending -> accepted | rejected``, ``accepted -> completed | interrupted``); a command that was
+  rejected, stale or expired was never accepted, so the engine never adjudicates it and it has no engine
+  outcome. An empty string would be ambiguous with "not known yet", which is ``"pending"``. So ``outcome`` is
+  one of ``pending, accepted, rejected, completed, interrupted`` for ``accepted``/``duplicate`` receipts and
+  exactly ``"none"`` (with an empty ``outcome_reason``) for ``rejected``/``stale``/``expired`` ones; the
+  constructor enforces this.
+* **Problem ``type`` defaults to** ``"about:blank"`` (RFC 9457 section 4.2.1): the HTTP status already
+  classifies the error, the teaching ``detail`` says the rest, and we publish no problem-type documents to
+  point at. ``title`` then is the status phrase, from a fixed table so it does not change with the Python
+  version. A caller may still pass a specific ``type`` URI with its own ``title``.
+* **Numbers are strict**: a boolean is never accepted where a number is expected (``true`` is not ``1``),
+  integers are accepted for floats, and non-finite floats are refused.
+"""
+
+import http
+import math
+from typing import Any, ClassVar, Literal
+
+import attrs
+
+__all__ = [
+    "OUTCOMES",
+    "RECEIPT_STATUSES",
+    "RUN_STATUSES",
+    "TERMINAL_RUN_STATUSES",
+    "AgentView",
+    "ClaimResponse",
+    "Envelope",
+    "FieldValueError",
+    "NpcPolicy",
+    "Outcome",
+    "ParamValue",
+    "Problem",
+    "Receipt",
+    "ReceiptStatus",
+    "RunCreate",
+    "RunStatus",
+    "RunView",
+    "problem",
+]
+
+NpcPolicy = Literal["solution", "none"]
+RunStatus = Literal["created", "running", "completed", "failed", "cancelled", "crashed"]
+ReceiptStatus = Literal["accepted", "duplicate", "rejected", "stale", "expired"]
+Outcome = Literal["pending", "accepted", "rejected", "completed", "interrupted", "none"]
+#: A scenario parameter value: one JSON scalar (null is not a value; leave the key out instead).
+ParamValue = int | float | str | bool
+
+RUN_STATUSES: tuple[str, ...] = ("created", "running", "completed", "failed", "cancelled", "crashed")
+TERMINAL_RUN_STATUSES = frozenset({"completed", "failed", "cancelled", "crashed"})
+RECEIPT_STATUSES: tuple[str, ...] = ("accepted", "duplicate", "rejected", "stale", "expired")
+OUTCOMES: tuple[str, ...] = ("pending", "accepted", "rejected", "completed", "interrupted", "none")
+#: Outcomes a receipt for an accepted command can carry (everything but "none").
+ENGINE_OUTCOMES: tuple[str, ...] = ("pending", "accepted", "rejected", "completed", "interrupted")
+#: Longest decision deadline a run may ask for: one day.
+MAX_DECISION_DEADLINE_S = 86400.0
+
+
+class FieldValueError(ValueError):
+    """A field has a value of the right type but outside its allowed range; names the field.
+
+    Raised by model validators; the converter reports it at the field's JSON path.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_pace(_instance: object, attribute: "attrs.Attribute[Any]", value: object) -> None:
+    if value is None:
+        return
+    if not _is_number(value) or not math.isfinite(value) or value <= 0:  # type: ignore[operator,arg-type]
+        raise FieldValueError(
+            attribute.name,
+            f"expected null (as fast as answers allow) or a number > 0 (sim seconds per clock second), got {value!r}",
+        )
+
+
+def _check_deadline(_instance: object, attribute: "attrs.Attribute[Any]", value: object) -> None:
+    if not _is_number(value) or not math.isfinite(value) or not 0 < value <= MAX_DECISION_DEADLINE_S:  # type: ignore[operator,arg-type]
+        raise FieldValueError(
+            attribute.name,
+            f"expected a number of seconds > 0 and <= {MAX_DECISION_DEADLINE_S:g}, got {value!r}",
+        )
+
+
+def _check_unique(_instance: object, attribute: "attrs.Attribute[Any]", value: list[str]) -> None:
+    seen: set[str] = set()
+    for item in value:
+        if item in seen:
+            raise FieldValueError(attribute.name, f"{item!r} is listed twice; name each agent once")
+        seen.add(item)
+
+
+@attrs.frozen
+class RunCreate:
+    """Body of ``POST /v1/runs``: who is driven remotely and how the run is paced.
+
+    ``controlled_agents`` are claimed by remote clients; ``npc_policy`` drives everyone else ("solution":
+    the scenario's bundled policies; "none": they no-op). ``pace`` null means as fast as answers allow, a
+    number p means sim time may not run ahead of p x elapsed clock time. ``decision_deadline_s`` is the
+    per-observation deadline. ``params`` are scenario parameters (validated by the scenario, not here).
+    """
+
+    WIRE_NAME: ClassVar[str] = "the run creation body"
+
+    controlled_agents: list[str] = attrs.field(factory=list, validator=_check_unique)
+    npc_policy: NpcPolicy = attrs.field(
+        default="solution", validator=attrs.validators.in_(("solution", "none"))
+    )
+    pace: float | None = attrs.field(default=None, validator=_check_pace)
+    decision_deadline_s: float = attrs.field(default=60.0, validator=_check_deadline)
+    params: dict[str, ParamValue] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class ClaimResponse:
+    """Answer to a claim: the lease token to send as ``?lease=`` and the briefing revision to fetch."""
+
+    WIRE_NAME: ClassVar[str] = "the claim response"
+
+    lease: str
+    briefing_revision: int
+
+
+def _check_outcome(instance: "Receipt", attribute: "attrs.Attribute[Any]", value: str) -> None:
+    if instance.status in ("accepted", "duplicate"):
+        if value not in ENGINE_OUTCOMES:
+            raise FieldValueError(
+                attribute.name,
+                f"a {instance.status} receipt's outcome is one of {', '.join(ENGINE_OUTCOMES)}, got {value!r}",
+            )
+    elif value != "none" or instance.outcome_reason != "":
+        raise FieldValueError(
+            attribute.name,
+            f"a {instance.status} command was never accepted, so its outcome is 'none' with an empty "
+            f"outcome_reason, got {value!r} / {instance.outcome_reason!r}",
+        )
+
+
+@attrs.frozen
+class Receipt:
+    """The server's verdict on one submitted command, and (for accepted ones) the engine's outcome so far.
+
+    ``detail`` teaches why a verdict is not ``accepted``; ``outcome_reason`` explains an engine
+    ``rejected``/``interrupted`` outcome. See the module docstring for ``outcome == "none"``.
+    """
+
+    WIRE_NAME: ClassVar[str] = "the receipt"
+
+    command_id: str
+    observation_id: str
+    status: ReceiptStatus = attrs.field(validator=attrs.validators.in_(RECEIPT_STATUSES))
+    detail: str
+    outcome: Outcome = attrs.field(validator=_check_outcome)
+    outcome_reason: str
+
+
+@attrs.frozen
+class Envelope:
+    """One observation as delivered to an agent: exactly the seed's fields, in the seed's order.
+
+    ``observation`` is the authoritative structured view; ``text`` renders the same facts for a prompt;
+    ``deadline_unix`` is when the decision must have arrived (see :mod:`warren_sim.runtime.clock`).
+    """
+
+    WIRE_NAME: ClassVar[str] = "the observation envelope"
+
+    run_id: str
+    agent_id: str
+    observation_id: str
+    seq: int
+    sim_time_ms: int
+    reason: str
+    deadline_unix: float
+    briefing_revision: int
+    observation: dict[str, Any]
+    text: str
+    affordances: list[dict[str, Any]]
+
+
+@attrs.frozen
+class Problem:
+    """An RFC 9457 problem body (``application/problem+json``); build one with :func:`problem`."""
+
+    WIRE_NAME: ClassVar[str] = "the problem"
+
+    type: str
+    title: str
+    status: int
+    detail: str
+
+
+#: Status phrases pinned here (Python renamed 413/422 across versions; titles must not drift).
+_TITLES: dict[int, str] = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    406: "Not Acceptable",
+    409: "Conflict",
+    410: "Gone",
+    413: "Content Too Large",
+    415: "Unsupported Media Type",
+    422: "Unprocessable Content",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+def problem(status: int, detail: str, *, title: str | None = None, type: str | None = None) -> dict[str, Any]:
+    """A problem+json body as a plain dict, ready to serialize: ``{type, title, status, detail}``.
+
+    ``type`` defaults to ``"about:blank"`` and ``title`` to the status phrase (see the module docstring).
+    ``detail`` must teach: what was wrong and what would be right.
+    """
+    if title is None:
+        try:
+            title = _TITLES.get(status) or http.HTTPStatus(status).phrase
+        except ValueError:
+            title = "Error"
+    return attrs.asdict(Problem(type=type or "about:blank", title=title, status=status, detail=detail))
+
+
+@attrs.frozen
+class AgentView:
+    """One agent in a run view: who it is and whether it is driven remotely and currently leased."""
+
+    WIRE_NAME: ClassVar[str] = "an agent entry of the run view"
+
+    agent_id: str
+    role: str
+    controlled: bool
+    claimed: bool
+
+
+@attrs.frozen
+class RunView:
+    """What ``GET /v1/runs/{run}`` shows: status, clock, agents, objectives, and the result once ended.
+
+    ``error`` says why a ``crashed`` run crashed (null otherwise); ``result`` is null until the run ends.
+    """
+
+    WIRE_NAME: ClassVar[str] = "the run view"
+
+    run_id: str
+    scenario: str
+    seed: int
+    status: RunStatus = attrs.field(validator=attrs.validators.in_(RUN_STATUSES))
+    sim_time_ms: int
+    agents: list[AgentView]
+    objectives: list[dict[str, Any]]
+    result: dict[str, Any] | None
+    error: str | None
+    pace: float | None
+    decision_deadline_s: float

@@ -1,0 +1,13 @@
+"""Scenario files: finding them, validating them, and building specs and policies from them."""
+
+from .loader import (
+    LoadedScenario,
+    ScenarioError,
+    list_scenarios,
+    load_scenario,
+    scenario_dirs,
+    validate_params,
+)
+
+__all__ = ["LoadedScenario", "ScenarioError", "list_scenarios", "load_scenario", "scenario_dirs",
+           "validate_params"]

@@ -1,0 +1,342 @@
+"""Load ``scenarios/<name>/scenario.toml`` (+ ``solution.py``, + optional ``expand.py``).
+
+A malformed file must fail at load with the file, the path inside it and what was expected, never
+with a traceback: scenario authors are users too. So every read goes through ``_Reader``, which
+knows its path (``agents[1].role``) and phrases errors the same way everywhere.
+
+``expand.py`` (optional) lets a scenario grow with its parameters: ``expand(data, params) -> data``
+runs on the raw TOML data before validation, so generated worlds are validated like written ones.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import attrs
+
+from ..engine import spec as S
+from ..engine.policy import NoopPolicy, Policy, RandomPolicy
+from ..engine.tools import GENERIC_NAMES
+from ..engine.world import World, WorldError
+
+DATA_FILE = "scenario.toml"
+_PY_TYPES = {"int": int, "float": (int, float), "str": str, "bool": bool}
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be loaded; the message names the file, the key path and the expectation."""
+
+
+def scenario_dirs() -> list[Path]:
+    """Where scenarios are looked up: ``$WARREN_SCENARIOS`` (os.pathsep-separated), then the repo's."""
+    dirs = [Path(p) for p in os.environ.get("WARREN_SCENARIOS", "").split(os.pathsep) if p]
+    dirs.append(Path(__file__).resolve().parents[2] / "scenarios")
+    return dirs
+
+
+def list_scenarios() -> list[str]:
+    names: dict[str, None] = {}
+    for d in scenario_dirs():
+        if d.is_dir():
+            for child in sorted(d.iterdir()):
+                if (child / DATA_FILE).is_file():
+                    names.setdefault(child.name, None)
+    return sorted(names)
+
+
+def find_scenario(name: str) -> Path:
+    candidate = Path(name)
+    if (candidate / DATA_FILE).is_file():
+        return candidate
+    for d in scenario_dirs():
+        if (d / name / DATA_FILE).is_file():
+            return d / name
+    raise ScenarioError(f"unknown scenario {name!r}; known scenarios: {', '.join(list_scenarios()) or 'none'}")
+
+
+class _Reader:
+    def __init__(self, file: str, data: Any, path: str = "") -> None:
+        self.file, self.data, self.path = file, data, path
+
+    def fail(self, key: str, expected: str, got: Any = attrs.NOTHING) -> ScenarioError:
+        where = f"{self.path}.{key}" if self.path and key else (self.path or key or "(top level)")
+        tail = "" if got is attrs.NOTHING else f", got {_show(got)}"
+        return ScenarioError(f"{self.file}: {where}: expected {expected}{tail}")
+
+    def get(self, key: str, kind: Any, expected: str, default: Any = attrs.NOTHING) -> Any:
+        if not isinstance(self.data, dict):
+            raise self.fail("", "a table")
+        if key not in self.data:
+            if default is attrs.NOTHING:
+                raise self.fail(key, f"{expected} (this key is required)")
+            return default
+        value = self.data[key]
+        if not isinstance(value, kind) or (kind in (int, (int, float)) and isinstance(value, bool)):
+            raise self.fail(key, expected, value)
+        return value
+
+    def string(self, key: str, default: Any = attrs.NOTHING) -> str:
+        return self.get(key, str, "a string", default)
+
+    def integer(self, key: str, default: Any = attrs.NOTHING, minimum: int | None = 0) -> int:
+        value = self.get(key, int, "an integer", default)
+        if minimum is not None and value < minimum:
+            raise self.fail(key, f"an integer >= {minimum}", value)
+        return value
+
+    def strings(self, key: str, default: Any = attrs.NOTHING) -> tuple[str, ...]:
+        value = self.get(key, list, "a list of strings", default)
+        for i, v in enumerate(value):
+            if not isinstance(v, str):
+                raise self.fail(f"{key}[{i}]", "a string", v)
+        return tuple(value)
+
+    def table(self, key: str, default: Any = attrs.NOTHING) -> _Reader:
+        value = self.get(key, dict, "a table", default)
+        return _Reader(self.file, value, f"{self.path}.{key}" if self.path else key)
+
+    def tables(self, key: str, default: Any = attrs.NOTHING) -> list[_Reader]:
+        value = self.get(key, list, "an array of tables ([[" + key + "]])", default)
+        out = []
+        for i, v in enumerate(value):
+            where = f"{self.path}.{key}[{i}]" if self.path else f"{key}[{i}]"
+            if not isinstance(v, dict):
+                raise ScenarioError(f"{self.file}: {where}: expected a table, got {_show(v)}")
+            out.append(_Reader(self.file, v, where))
+        return out
+
+    def only(self, *allowed: str) -> None:
+        for key in self.data:
+            if key not in allowed:
+                raise self.fail(key, f"one of the known keys ({', '.join(allowed)}); this key is unknown")
+
+    def int_table(self, key: str) -> tuple[tuple[str, int], ...]:
+        t = self.table(key, {})
+        out = []
+        for k, v in t.data.items():
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise t.fail(k, "an integer", v)
+            out.append((k, v))
+        return tuple(out)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) < 60 else text[:57] + '...'}"
+
+
+@attrs.frozen
+class LoadedScenario:
+    """A validated scenario: its spec (for the given parameters) and where its policies live."""
+
+    name: str
+    directory: Path
+    spec: S.ScenarioSpec
+    params: dict[str, Any]
+    solution: ModuleType | None
+
+    def make_policy(self, kind: str, agent_id: str, role: str, briefing: dict[str, Any], seed: int = 0) -> Policy:
+        """``solution`` (the bundled policies), ``random``, ``none``, or ``module:callable``."""
+        if kind == "solution":
+            if self.solution is None:
+                raise ScenarioError(f"scenario {self.name} has no solution.py")
+            return self.solution.make_policy(agent_id, role, briefing)
+        if kind == "random":
+            return RandomPolicy(seed * 1_000_003 + sum(map(ord, agent_id)))
+        if kind == "none":
+            return NoopPolicy()
+        factory = load_callable(kind)
+        return factory(agent_id, role, briefing)
+
+
+def load_callable(ref: str) -> Callable[..., Any]:
+    """``package.module:callable`` -> the callable, with an error that says what the form is."""
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise ScenarioError(f"policy {ref!r}: expected 'solution', 'random', 'none' or 'module:callable'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ScenarioError(f"policy {ref!r}: cannot import {module_name}: {exc}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ScenarioError(f"policy {ref!r}: module {module_name} has no attribute {attr}") from None
+
+
+def _load_module(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def validate_params(declared: tuple[S.ParamSpec, ...], given: dict[str, Any], scenario: str) -> dict[str, Any]:
+    """Fill defaults and check types and bounds; errors name the valid parameters."""
+    by_name = {p.name: p for p in declared}
+    for key in given:
+        if key not in by_name:
+            valid = ", ".join(f"{p.name} ({p.type}, default {p.default!r})" for p in declared) or "none"
+            raise ScenarioError(f"scenario {scenario} has no parameter {key!r}; its parameters: {valid}")
+    out: dict[str, Any] = {}
+    for p in declared:
+        value = given.get(p.name, p.default)
+        want = _PY_TYPES[p.type]
+        if isinstance(value, bool) and p.type != "bool" or not isinstance(value, want):
+            raise ScenarioError(f"parameter {p.name} of {scenario} must be a {p.type}, got {_show(value)}")
+        if p.minimum is not None and value < p.minimum or p.maximum is not None and value > p.maximum:
+            raise ScenarioError(f"parameter {p.name} of {scenario} must be between {p.minimum} and "
+                                f"{p.maximum}, got {value}")
+        if p.choices and value not in p.choices:
+            raise ScenarioError(f"parameter {p.name} of {scenario} must be one of {list(p.choices)}, got {value!r}")
+        out[p.name] = value
+    return out
+
+
+def load_scenario(name: str, params: dict[str, Any] | None = None) -> LoadedScenario:
+    directory = find_scenario(name)
+    file = directory / DATA_FILE
+    shown = str(file)
+    try:
+        raw = tomllib.loads(file.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{shown}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{shown}: not UTF-8 text: {exc}") from None
+    top = _Reader(shown, raw)
+    declared = tuple(_param(r) for r in top.tables("params", []))
+    values = validate_params(declared, dict(params or {}), directory.name)
+    expand_file = directory / "expand.py"
+    if expand_file.is_file():
+        module = _load_module(expand_file, f"warren_scenario_{directory.name}_expand")
+        raw = module.expand(raw, dict(values))
+        top = _Reader(shown, raw)
+    spec = build_spec(top, declared)
+    solution_file = directory / "solution.py"
+    solution = _load_module(solution_file, f"warren_scenario_{directory.name}_solution") \
+        if solution_file.is_file() else None
+    return LoadedScenario(directory.name, directory, spec, values, solution)
+
+
+def _param(r: _Reader) -> S.ParamSpec:
+    r.only("name", "type", "default", "description", "min", "max", "choices")
+    kind = r.string("type")
+    if kind not in _PY_TYPES:
+        raise r.fail("type", "one of int, float, str, bool", kind)
+    default = r.get("default", _PY_TYPES[kind], f"a {kind}")
+    return S.ParamSpec(r.string("name"), kind, default, r.string("description", ""),
+                       r.get("min", (int, float), "a number", None), r.get("max", (int, float), "a number", None),
+                       r.strings("choices", ()))
+
+
+def build_spec(top: _Reader, declared: tuple[S.ParamSpec, ...]) -> S.ScenarioSpec:
+    top.only("name", "title", "premise", "notes", "conventions", "params", "spaces", "places", "links",
+             "items", "structures", "roles", "agents", "tools", "objectives")
+    conv_r = top.table("conventions", {})
+    fields = [f.name for f in attrs.fields(S.Conventions)]
+    conv_r.only(*fields)
+    conv = S.Conventions(**{f: conv_r.integer(f, getattr(S.Conventions(), f)) for f in fields})
+
+    spaces = []
+    for r in top.tables("spaces"):
+        r.only("name", "width", "height", "description")
+        spaces.append(S.SpaceSpec(r.string("name"), r.integer("width", minimum=1), r.integer("height", minimum=1),
+                                  r.string("description", "")))
+    places = []
+    for r in top.tables("places"):
+        r.only("name", "space", "x", "y", "w", "h", "description")
+        places.append(S.PlaceSpec(r.string("name"), r.string("space"), r.integer("x"), r.integer("y"),
+                                  r.integer("w", 1, minimum=1), r.integer("h", 1, minimum=1),
+                                  r.string("description", "")))
+    links = []
+    for r in top.tables("links", []):
+        r.only("id", "a", "b", "steps", "gate")
+        gate = None
+        if "gate" in r.data:
+            g = r.table("gate")
+            g.only("structure", "field", "at_least")
+            gate = S.GateSpec(g.string("structure"), g.string("field"), g.integer("at_least"))
+        links.append(S.LinkSpec(r.string("id"), r.string("a"), r.string("b"), r.integer("steps", 1), gate))
+    structures = []
+    for r in top.tables("structures", []):
+        r.only("id", "kind", "name", "place", "fields", "maxima", "secret")
+        structures.append(S.StructureSpec(r.string("id"), r.string("kind"), r.string("name"), r.string("place"),
+                                          r.int_table("fields"), r.int_table("maxima"), r.string("secret", "")))
+    tools = []
+    for r in top.tables("tools", []):
+        r.only("name", "description", "lane", "durative", "duration_ms", "structure_kinds", "item_kinds",
+               "needs_held", "needs_code", "field", "add")
+        name = r.string("name")
+        if name in GENERIC_NAMES:
+            raise r.fail("name", f"a name other than the generic tools ({', '.join(GENERIC_NAMES)})", name)
+        lane = r.string("lane", "body")
+        if lane not in S.LANES:
+            raise r.fail("lane", f"one of {', '.join(S.LANES)}", lane)
+        tools.append(S.WorkToolSpec(name, r.string("description"), lane, r.get("durative", bool, "a boolean", True),
+                                    r.integer("duration_ms", 1000), r.strings("structure_kinds", ()),
+                                    r.strings("item_kinds", ()), r.strings("needs_held", ()),
+                                    r.get("needs_code", bool, "a boolean", False), r.string("field", ""),
+                                    r.integer("add", 1, minimum=None)))
+    tool_names = [t.name for t in tools]
+    roles = []
+    for r in top.tables("roles"):
+        r.only("name", "description", "tools")
+        role_tools = r.strings("tools", ())
+        for i, t in enumerate(role_tools):
+            if t not in tool_names:
+                raise r.fail(f"tools[{i}]", f"one of the scenario's [[tools]] ({', '.join(tool_names) or 'none'})", t)
+        roles.append(S.RoleSpec(r.string("name"), r.string("description", ""), role_tools))
+    role_names = [x.name for x in roles]
+    agents = []
+    for r in top.tables("agents"):
+        r.only("id", "role", "name", "at", "notes")
+        role = r.string("role")
+        if role not in role_names:
+            raise r.fail("role", f"one of the roles ({', '.join(role_names)})", role)
+        agents.append(S.AgentSpec(r.string("id"), role, r.string("name"), r.string("at"), r.string("notes", "")))
+    items = []
+    for r in top.tables("items", []):
+        r.only("id", "kind", "name", "at", "container")
+        items.append(S.ItemSpec(r.string("id"), r.string("kind"), r.string("name", r.data.get("kind", "")),
+                                r.string("at"), r.get("container", bool, "a boolean", False)))
+    structure_ids = [s.id for s in structures]
+    objectives = []
+    for r in top.tables("objectives"):
+        r.only("id", "description", "structure", "field", "target", "deadline_ms")
+        sid = r.string("structure")
+        if sid not in structure_ids:
+            raise r.fail("structure", f"one of the structures ({', '.join(structure_ids) or 'none'})", sid)
+        objectives.append(S.ObjectiveSpec(r.string("id"), r.string("description"), sid, r.string("field"),
+                                          r.integer("target", minimum=1), r.get("deadline_ms", int, "an integer", None)))
+    _unique(top, "agents", [a.id for a in agents])
+    _unique(top, "items", [i.id for i in items])
+    _unique(top, "places", [p.name for p in places])
+    _unique(top, "structures", structure_ids)
+    clash = set(a.id for a in agents) & set(i.id for i in items)
+    if clash:
+        raise top.fail("agents", f"ids distinct from item ids; both use {sorted(clash)}")
+    spec = S.ScenarioSpec(
+        name=top.string("name"), title=top.string("title", top.data.get("name", "")), premise=top.string("premise"),
+        spaces=tuple(spaces), places=tuple(places), agents=tuple(agents), roles=tuple(roles),
+        objectives=tuple(objectives), links=tuple(links), items=tuple(items), structures=tuple(structures),
+        tools=tuple(tools), conventions=conv, params=declared, notes=top.string("notes", ""))
+    try:
+        World(spec, {r.name: () for r in roles})
+    except WorldError as exc:
+        raise ScenarioError(f"{top.file}: {exc}") from None
+    return spec
+
+
+def _unique(top: _Reader, key: str, ids: list[str]) -> None:
+    seen: set[str] = set()
+    for i, x in enumerate(ids):
+        if x in seen:
+            raise ScenarioError(f"{top.file}: {key}[{i}]: expected a unique id, got {x!r} a second time")
+        seen.add(x)
