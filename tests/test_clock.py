@@ -64,7 +64,9 @@ async def test_to_unix_maps_virtual_seconds_one_to_one(autojump_clock: trio.test
         assert wall.to_unix(scope.deadline) - wall.now_unix() == pytest.approx(60.0)
 
 
-async def test_rate_is_recorded_but_does_not_scale_the_mapping(autojump_clock: trio.testing.MockClock) -> None:
+async def test_rate_is_recorded_but_does_not_scale_the_mapping(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     wall = WallMap(rate=10)
     assert wall.rate == 10.0
     assert wall.to_unix(wall.trio0 + 6.0) == pytest.approx(wall.unix0 + 6.0)

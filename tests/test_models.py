@@ -5,7 +5,13 @@ from typing import Any
 import attrs
 import pytest
 
-from warren_sim.protocol.converter import WireError, converter, describe_type, make_converter, structure_or_error
+from warren_sim.protocol.converter import (
+    WireError,
+    converter,
+    describe_type,
+    make_converter,
+    structure_or_error,
+)
 from warren_sim.protocol.models import (
     AgentView,
     ClaimResponse,
@@ -30,17 +36,26 @@ def wire_error(data: object, cls: type) -> WireError:
 
 def test_run_create_defaults() -> None:
     run = structure_or_error({}, RunCreate)
-    assert run == RunCreate(controlled_agents=[], npc_policy="solution", pace=None, decision_deadline_s=60.0, params={})
+    assert run == RunCreate(
+        controlled_agents=[], npc_policy="solution", pace=None, decision_deadline_s=60.0, params={}
+    )
 
 
 def test_run_create_seed_example() -> None:
-    run = structure_or_error({"controlled_agents": ["engineer-1"], "npc_policy": "solution", "pace": None}, RunCreate)
+    run = structure_or_error(
+        {"controlled_agents": ["engineer-1"], "npc_policy": "solution", "pace": None}, RunCreate
+    )
     assert run.controlled_agents == ["engineer-1"] and run.pace is None
 
 
 def test_run_create_accepts_ints_for_floats_and_scalar_params() -> None:
     run = structure_or_error(
-        {"pace": 2, "decision_deadline_s": 30, "npc_policy": "none", "params": {"n": 3, "x": 1.5, "s": "a", "b": True}},
+        {
+            "pace": 2,
+            "decision_deadline_s": 30,
+            "npc_policy": "none",
+            "params": {"n": 3, "x": 1.5, "s": "a", "b": True},
+        },
         RunCreate,
     )
     assert run.pace == 2.0 and isinstance(run.pace, float)
@@ -88,9 +103,7 @@ def test_run_create_field_errors_teach(body: dict[str, Any], path: str, expected
 
 def test_bool_is_not_a_number_and_number_is_not_a_bool() -> None:
     assert "got a boolean (true)" in str(wire_error({"pace": True}, RunCreate))
-    err = wire_error(
-        {"agent_id": "a", "role": "r", "controlled": 1, "claimed": False}, AgentView
-    )
+    err = wire_error({"agent_id": "a", "role": "r", "controlled": 1, "claimed": False}, AgentView)
     assert "$.controlled: expected a boolean" in str(err)
 
 
@@ -140,8 +153,14 @@ def test_non_accepted_receipts_have_outcome_none() -> None:
     with pytest.raises(ValueError, match="one of pending"):
         Receipt("c", "o", "duplicate", "", "", "")
     err = wire_error(
-        {"command_id": "c", "observation_id": "o", "status": "expired", "detail": "", "outcome": "pending",
-         "outcome_reason": ""},
+        {
+            "command_id": "c",
+            "observation_id": "o",
+            "status": "expired",
+            "detail": "",
+            "outcome": "pending",
+            "outcome_reason": "",
+        },
         Receipt,
     )
     assert err.problems[0][0] == "$.outcome"
@@ -155,8 +174,14 @@ def test_missing_fields_say_what_is_expected() -> None:
 
 def test_receipt_statuses_are_literal() -> None:
     err = wire_error(
-        {"command_id": "c", "observation_id": "o", "status": "ok", "detail": "", "outcome": "none",
-         "outcome_reason": ""},
+        {
+            "command_id": "c",
+            "observation_id": "o",
+            "status": "ok",
+            "detail": "",
+            "outcome": "none",
+            "outcome_reason": "",
+        },
         Receipt,
     )
     assert "$.status: expected one of 'accepted', 'duplicate', 'rejected', 'stale', 'expired'" in str(err)
@@ -233,11 +258,18 @@ def test_run_view_round_trip() -> None:
 
 
 def test_run_view_errors_name_nested_paths() -> None:
-    bad = {**RUN_VIEW, "status": "ended", "result": "x",
-           "agents": [{"agent_id": "a", "role": "r", "controlled": True, "claimed": False, "lease": "l"}]}
+    bad = {
+        **RUN_VIEW,
+        "status": "ended",
+        "result": "x",
+        "agents": [{"agent_id": "a", "role": "r", "controlled": True, "claimed": False, "lease": "l"}],
+    }
     err = wire_error(bad, RunView)
     text = str(err)
-    assert "$.status: expected one of 'created', 'running', 'completed', 'failed', 'cancelled', 'crashed'" in text
+    assert (
+        "$.status: expected one of 'created', 'running', 'completed', 'failed', 'cancelled', 'crashed'"
+        in text
+    )
     assert "$.result: expected an object or null, got a string ('x')" in text
     assert (
         "unknown field 'lease' in an agent entry of the run view at $.agents[0]; "

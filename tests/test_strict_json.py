@@ -31,7 +31,10 @@ def test_body_limit_constant() -> None:
 @pytest.mark.parametrize(
     "text, value",
     [
-        ('{"command_id": "c-1", "args": {"item": "toolbox-1"}}', {"command_id": "c-1", "args": {"item": "toolbox-1"}}),
+        (
+            '{"command_id": "c-1", "args": {"item": "toolbox-1"}}',
+            {"command_id": "c-1", "args": {"item": "toolbox-1"}},
+        ),
         ("[1, 2.5, -0, true, false, null]", [1, 2.5, 0, True, False, None]),
         ('"caf\\u00e9 \\ud83d\\ude00"', "caf\u00e9 \U0001f600"),
         (f"[{MAX_SAFE_INTEGER}, -{MAX_SAFE_INTEGER}]", [MAX_SAFE_INTEGER, -MAX_SAFE_INTEGER]),
@@ -151,7 +154,10 @@ def test_canonical_json_is_sorted_compact_utf8() -> None:
     out = canonical_json(data)
     assert out == '{"a":"caf\u00e9","b":[1,2.5],"c":{"y":true,"z":null}}'.encode()
     assert canonical_json(json.loads(out)) == out
-    assert hashlib.sha256(out).hexdigest() == hashlib.sha256(canonical_json(dict(reversed(data.items())))).hexdigest()
+    assert (
+        hashlib.sha256(out).hexdigest()
+        == hashlib.sha256(canonical_json(dict(reversed(data.items())))).hexdigest()
+    )
 
 
 def test_canonical_json_refuses_non_finite() -> None:
@@ -165,7 +171,9 @@ json_values = st.recursive(
     | st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
     max_leaves=20,
 )
 

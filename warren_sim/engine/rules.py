@@ -56,6 +56,12 @@ def validate(sim: Simulation, agent: Agent, pending: Pending, command: dict[str,
     err = check_args(name, tool.input_schema, args)
     if err:
         return err
+    if name == "tell":  # before the choices, which leave out the teller: say why, not just "not valid"
+        to = args["to"]
+        if to == agent.id:
+            return "args.to: you cannot tell yourself; name another agent"
+        if to not in sim.world.agents:
+            return f"args.to: there is no agent {to!r}; agents you know of are in place.agents and visible.agents"
     for param, choices in pending.choices.get(name, {}).items():
         value = args[param]
         if choices is None:
@@ -63,18 +69,14 @@ def validate(sim: Simulation, agent: Agent, pending: Pending, command: dict[str,
         if value in choices:
             continue
         if name == "move_to" and param == "dest":
+            if value == pending.observation.observation["you"]["place"]:
+                return f"args.dest: you are already at {value}; choose another place ({_list(choices)}) or a cell"
             cell = parse_cell(value)
             if cell is not None and sim.world.valid_cell(cell):
                 continue
             return (f"args.dest: {value!r} is neither a place ({_list(choices)}) nor a cell of the map "
                     "('<space>:<x>,<y>')")
         return f"args.{param}: {value!r} is not a valid {param} for {name} now; choose one of {_list(choices)}"
-    if name == "tell":
-        to = args["to"]
-        if to == agent.id:
-            return "args.to: you cannot tell yourself; name another agent"
-        if to not in sim.world.agents:
-            return f"args.to: there is no agent {to!r}; agents you know of are in place.agents and visible.agents"
     return None
 
 

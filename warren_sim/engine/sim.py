@@ -104,6 +104,8 @@ class Simulation:
                            for o in spec.objectives}
         for obj in self.objectives.values():
             obj.current = min(self.world.structures[obj.structure].fields.get(obj.field, 0), obj.target)
+            if obj.current >= obj.target:  # met from the start: nothing will ever "change" it to met
+                obj.status = "completed"
         self._action_token = 0
         self._emit({"kind": "run", "t": 0, "run_id": run_id, "scenario": spec.name, "seed": seed,
                     "params": dict(sorted((params or {}).items())), "agents": list(self.world.agent_ids)})
@@ -309,7 +311,9 @@ class Simulation:
 
     def notify_place(self, cell: Any, event: dict[str, Any], actor: str | None) -> None:
         """Tell everyone within reach of ``cell`` (except the actor) what changed; wake the idle ones."""
-        self._emit({"kind": "event", "t": self.time, **event})
+        # The record's kind stays "event"; what happened ("took", "arrived"...) goes in "event".
+        self._emit({"kind": "event", "t": self.time, "event": event["kind"],
+                    **{k: v for k, v in event.items() if k != "kind"}})
         wake_at = self.time + self.conv.tick_ms
         for aid in self.world.agents_in_reach(cell):
             if aid == actor:

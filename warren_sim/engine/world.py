@@ -130,6 +130,9 @@ class World:
             if s.place not in self.places:
                 raise WorldError(f"structure {s.id} stands at unknown place {s.place!r}")
             self.structures[s.id] = Structure(s.id, s.kind, s.name, s.place, dict(s.fields), dict(s.maxima), s.secret)
+        for link in self.links:
+            if link.gate is not None and link.gate.structure not in self.structures:
+                raise WorldError(f"link {link.id}: its gate names unknown structure {link.gate.structure!r}")
         self.structures_at: dict[str, list[str]] = {}
         for sid in sorted(self.structures):
             self.structures_at.setdefault(self.structures[sid].place, []).append(sid)

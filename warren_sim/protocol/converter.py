@@ -144,7 +144,9 @@ def _structure_int(value: object, _: type) -> int:
             return value
         raise WireTypeError(f"expected an integer within +/-{MAX_SAFE_INTEGER}, got {value}")
     if isinstance(value, float) and value.is_integer():
-        raise WireTypeError(f"expected an integer, got {value!r} (written as a decimal); write it as {int(value)}")
+        raise WireTypeError(
+            f"expected an integer, got {value!r} (written as a decimal); write it as {int(value)}"
+        )
     raise WireTypeError(f"expected an integer, got {_got(value)}", _got(value))
 
 
@@ -198,7 +200,9 @@ def _make_strict_list_factory(conv: cattrs.Converter) -> Callable[[Any], Callabl
     return factory
 
 
-def _make_strict_dict_factory(conv: cattrs.Converter) -> Callable[[Any], Callable[[object, Any], dict[Any, Any]]]:
+def _make_strict_dict_factory(
+    conv: cattrs.Converter,
+) -> Callable[[Any], Callable[[object, Any], dict[Any, Any]]]:
     def factory(tp: Any) -> Callable[[object, Any], dict[Any, Any]]:
         inner = make_mapping_structure_fn(tp, conv)
         expected = describe_type(tp)
@@ -242,9 +246,7 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook_func(lambda tp: tp is dict or tp == dict[str, Any], _structure_json_object)
     conv.register_structure_hook_func(lambda tp: tp == ParamValue, _structure_param_value)
     conv.register_structure_hook_factory(lambda tp: get_origin(tp) is Literal, _literal_factory)
-    conv.register_structure_hook_factory(
-        lambda tp: _is_generic_of(list)(tp), _make_strict_list_factory(conv)
-    )
+    conv.register_structure_hook_factory(lambda tp: _is_generic_of(list)(tp), _make_strict_list_factory(conv))
     conv.register_structure_hook_factory(
         lambda tp: _is_generic_of(dict)(tp) and tp != dict[str, Any], _make_strict_dict_factory(conv)
     )
@@ -262,9 +264,7 @@ converter = make_converter()
 # --------------------------------------------------------------------------------------------- errors
 
 
-def _collect(
-    exc: BaseException, parts: list[str | int], expected: Any, out: list[tuple[str, str]]
-) -> None:
+def _collect(exc: BaseException, parts: list[str | int], expected: Any, out: list[tuple[str, str]]) -> None:
     if isinstance(exc, ClassValidationError):
         with_notes, without = exc.group_exceptions()
         for sub, note in with_notes:
@@ -283,7 +283,9 @@ def _collect(
         valid = ", ".join(sorted(a.name for a in attrs.fields(exc.cl)))
         noun = "field" if len(unknown) == 1 else "fields"
         where = _wire_name(exc.cl) + ("" if not parts else f" at {path}")
-        out.append((path, f"unknown {noun} {', '.join(repr(u) for u in unknown)} in {where}; valid fields: {valid}"))
+        out.append(
+            (path, f"unknown {noun} {', '.join(repr(u) for u in unknown)} in {where}; valid fields: {valid}")
+        )
     elif isinstance(exc, KeyError):
         path = format_path(parts)
         wanted = f" (expected {describe_type(expected)})" if expected is not None else ""

@@ -110,9 +110,9 @@ def canonical_json(obj: Any) -> bytes:
     Keys sort by code point (Python's order), not by UTF-16 unit as RFC 8785 does; that only matters for
     keys outside the Basic Multilingual Plane, and the hash is only ever computed by this function.
     """
-    return json.dumps(
-        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode(
+        "utf-8"
+    )
 
 
 # --------------------------------------------------------------------------------------------- internals
@@ -295,7 +295,9 @@ def loads_strict(data: bytes | bytearray | memoryview | str, *, max_depth: int =
         if math.isfinite(value):
             return value
         problems += 1
-        return _Bad(f"the number {_snippet(literal)} overflows a 64-bit float; numbers must be finite doubles")
+        return _Bad(
+            f"the number {_snippet(literal)} overflows a 64-bit float; numbers must be finite doubles"
+        )
 
     try:
         result = json.loads(
@@ -322,4 +324,3 @@ def loads_strict(data: bytes | bytearray | memoryview | str, *, max_depth: int =
             path = format_path(parts)
             raise StrictJSONError(f"invalid JSON at {path}: {what}", path=path)
     return result
-

@@ -190,9 +190,7 @@ def normalize_command(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str 
     if not present:
         return None, f"the command has no decision; send exactly one of {_COMMAND_SHAPES}"
     if len(present) > 1:
-        return None, (
-            f"the command has {' and '.join(present)}; send exactly one of {_COMMAND_SHAPES}"
-        )
+        return None, (f"the command has {' and '.join(present)}; send exactly one of {_COMMAND_SHAPES}")
     (kind,) = present
     if kind != "action" and "args" in body:
         return None, f"args belongs with action; a {kind} command takes no args"
@@ -212,7 +210,7 @@ def normalize_command(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str 
     args = body.get("args", {})
     if not isinstance(args, dict):
         return None, (
-            f"args must be an object of the tool's arguments (for example {{\"item\": \"toolbox-1\"}}), "
+            f'args must be an object of the tool\'s arguments (for example {{"item": "toolbox-1"}}), '
             f"got {_show(args)}"
         )
     return {"action": value, "args": dict(args)}, None
@@ -244,7 +242,8 @@ def judge(
     if not isinstance(body, dict):
         return _refuse(
             f"the command must be a JSON object, got {json_type_name(body)}; send "
-            '{"command_id": "<your id>", "observation_id": "<agent>#<seq>", ...} with one of ' + _COMMAND_SHAPES
+            '{"command_id": "<your id>", "observation_id": "<agent>#<seq>", ...} with one of '
+            + _COMMAND_SHAPES
         )
     # 1. identifiers: without them the command cannot be deduplicated
     command_id = body.get("command_id", _MISSING)
@@ -261,7 +260,7 @@ def judge(
         return _refuse(
             "; ".join(faults) + ". Every command needs a client-minted string command_id (new for each "
             "command, reused only to retry that same command) and the string observation_id it answers "
-            "(for example \"engineer-1#0\")"
+            '(for example "engineer-1#0")'
         )
     assert isinstance(command_id, str) and isinstance(observation_id, str)
 
@@ -272,10 +271,14 @@ def judge(
         if same and command_id in ledger.accepted_payloads:
             payload, _ = normalize_command(body)
             same = payload == ledger.accepted_payloads[command_id]
-        detail = original.detail if same else (
-            f"this command_id was already accepted for observation {original.observation_id!r}; the original "
-            "command stands and this body was ignored (it differs from the original); mint a new command_id "
-            "for a new command"
+        detail = (
+            original.detail
+            if same
+            else (
+                f"this command_id was already accepted for observation {original.observation_id!r}; the original "
+                "command stands and this body was ignored (it differs from the original); mint a new command_id "
+                "for a new command"
+            )
         )
         receipt = Receipt(
             command_id=original.command_id,
@@ -345,9 +348,7 @@ def judge(
     return Judgement(http_status=200, receipt=receipt, accept=True, payload=payload)
 
 
-def record_acceptance(
-    ledger: AgentLedger, receipt: Receipt, payload: dict[str, Any] | None = None
-) -> None:
+def record_acceptance(ledger: AgentLedger, receipt: Receipt, payload: dict[str, Any] | None = None) -> None:
     """Apply an ``accepted`` verdict: answer its observation and make its command_id a duplicate from now on.
 
     Pass the judgement's ``payload`` so a later resubmission with a different body is told so; without it

@@ -242,7 +242,10 @@ def build_spec(top: _Reader, declared: tuple[S.ParamSpec, ...]) -> S.ScenarioSpe
     conv_r = top.table("conventions", {})
     fields = [f.name for f in attrs.fields(S.Conventions)]
     conv_r.only(*fields)
-    conv = S.Conventions(**{f: conv_r.integer(f, getattr(S.Conventions(), f)) for f in fields})
+    # A zero tick or idle wake would let a run repeat one instant forever: time must move.
+    at_least_1 = ("tick_ms", "idle_wake_ms")
+    conv = S.Conventions(**{f: conv_r.integer(f, getattr(S.Conventions(), f), minimum=1 if f in at_least_1 else 0)
+                            for f in fields})
 
     spaces = []
     for r in top.tables("spaces"):
@@ -255,7 +258,9 @@ def build_spec(top: _Reader, declared: tuple[S.ParamSpec, ...]) -> S.ScenarioSpe
         places.append(S.PlaceSpec(r.string("name"), r.string("space"), r.integer("x"), r.integer("y"),
                                   r.integer("w", 1, minimum=1), r.integer("h", 1, minimum=1),
                                   r.string("description", "")))
+        _within_grid(r, places[-1], spaces)
     links = []
+    gates: list[tuple[_Reader, S.GateSpec]] = []
     for r in top.tables("links", []):
         r.only("id", "a", "b", "steps", "gate")
         gate = None
@@ -263,6 +268,7 @@ def build_spec(top: _Reader, declared: tuple[S.ParamSpec, ...]) -> S.ScenarioSpe
             g = r.table("gate")
             g.only("structure", "field", "at_least")
             gate = S.GateSpec(g.string("structure"), g.string("field"), g.integer("at_least"))
+            gates.append((g, gate))
         links.append(S.LinkSpec(r.string("id"), r.string("a"), r.string("b"), r.integer("steps", 1), gate))
     structures = []
     for r in top.tables("structures", []):
@@ -307,6 +313,9 @@ def build_spec(top: _Reader, declared: tuple[S.ParamSpec, ...]) -> S.ScenarioSpe
         items.append(S.ItemSpec(r.string("id"), r.string("kind"), r.string("name", r.data.get("kind", "")),
                                 r.string("at"), r.get("container", bool, "a boolean", False)))
     structure_ids = [s.id for s in structures]
+    for g, gate in gates:
+        if gate.structure not in structure_ids:
+            raise g.fail("structure", f"one of the structures ({', '.join(structure_ids) or 'none'})", gate.structure)
     objectives = []
     for r in top.tables("objectives"):
         r.only("id", "description", "structure", "field", "target", "deadline_ms")
@@ -317,7 +326,7 @@ def build_spec(top: _Reader, declared: tuple[S.ParamSpec, ...]) -> S.ScenarioSpe
                                           r.integer("target", minimum=1), r.get("deadline_ms", int, "an integer", None)))
     _unique(top, "agents", [a.id for a in agents])
     _unique(top, "items", [i.id for i in items])
-    _unique(top, "places", [p.name for p in places])
+    _unique(top, "places", [p.name for p in places], "name")
     _unique(top, "structures", structure_ids)
     clash = set(a.id for a in agents) & set(i.id for i in items)
     if clash:
@@ -334,9 +343,22 @@ def build_spec(top: _Reader, declared: tuple[S.ParamSpec, ...]) -> S.ScenarioSpe
     return spec
 
 
-def _unique(top: _Reader, key: str, ids: list[str]) -> None:
+def _within_grid(r: _Reader, p: S.PlaceSpec, spaces: list[S.SpaceSpec]) -> None:
+    """A place lies on a declared space, wholly inside its grid (the error names the key to fix)."""
+    space = next((s for s in spaces if s.name == p.space), None)
+    if space is None:
+        raise r.fail("space", f"one of the spaces ({', '.join(s.name for s in spaces)})", p.space)
+    if p.x + p.w > space.width:
+        raise r.fail("x", f"a column that keeps the place inside the {space.width}x{space.height} grid of "
+                     f"{space.name} (x + w <= {space.width})", p.x)
+    if p.y + p.h > space.height:
+        raise r.fail("y", f"a row that keeps the place inside the {space.width}x{space.height} grid of "
+                     f"{space.name} (y + h <= {space.height})", p.y)
+
+
+def _unique(top: _Reader, key: str, ids: list[str], field: str = "id") -> None:
     seen: set[str] = set()
     for i, x in enumerate(ids):
         if x in seen:
-            raise ScenarioError(f"{top.file}: {key}[{i}]: expected a unique id, got {x!r} a second time")
+            raise ScenarioError(f"{top.file}: {key}[{i}].{field}: expected a unique {field}, got {x!r} a second time")
         seen.add(x)

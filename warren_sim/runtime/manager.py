@@ -1,0 +1,86 @@
+"""RunManager: creates runs, owns their tasks in one nursery, finds them by id.
+
+A run task that raises is caught inside ``Run.main`` (the run becomes ``crashed``); nothing a run
+does can take the manager, the server or another run down.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from ..engine import NoopPolicy, Policy, Simulation, briefing
+from ..protocol.models import RunCreate
+from ..scenarios import ScenarioError, list_scenarios, load_scenario
+from .clock import WallMap
+from .journal import Journal
+from .run import Run, RunConfig, RunError
+
+
+@attrs.define
+class ServerConfig:
+    lease_ttl: float = 300.0
+    data_dir: Path | None = Path("warren-data")
+    max_wait_s: float = 60.0
+    rate: float = 1.0
+
+
+class RunManager:
+    def __init__(self, config: ServerConfig, nursery: trio.Nursery, wallmap: WallMap) -> None:
+        self.config = config
+        self.nursery = nursery
+        self.wallmap = wallmap
+        self.runs: dict[str, Run] = {}
+        self._next = 1
+        self.draining = trio.Event()
+
+    def get(self, run_id: str) -> Run:
+        run = self.runs.get(run_id)
+        if run is None:
+            known = ", ".join(list(self.runs)[-10:]) or "none yet"
+            raise RunError(404, f"no run {run_id!r}; known runs: {known} (GET /v1/runs lists them)")
+        return run
+
+    def create(self, scenario: str, seed: int, body: RunCreate) -> Run:
+        if scenario not in list_scenarios():
+            raise RunError(404, f"unknown scenario {scenario!r}; valid scenarios: {', '.join(list_scenarios())}")
+        try:
+            loaded = load_scenario(scenario, dict(body.params))
+        except ScenarioError as exc:
+            raise RunError(400, str(exc)) from None
+        ids = [a.id for a in loaded.spec.agents]
+        unknown = [a for a in body.controlled_agents if a not in ids]
+        if unknown:
+            shown = ", ".join(ids[:50]) + (f" and {len(ids) - 50} more" if len(ids) > 50 else "")
+            raise RunError(400, f"controlled_agents names {', '.join(map(repr, unknown))}, not an agent of "
+                           f"{scenario}; its agents: {shown}")
+        run_id = f"run-{self._next}"
+        self._next += 1
+        sim = Simulation(loaded.spec, seed, run_id=run_id, params=loaded.params)
+        policies: dict[str, Policy] = {}
+        for a in loaded.spec.agents:
+            if a.id in body.controlled_agents:
+                continue
+            if body.npc_policy == "solution" and loaded.solution is not None:
+                policies[a.id] = loaded.make_policy("solution", a.id, a.role, briefing(sim, a.id), seed)
+            else:
+                policies[a.id] = NoopPolicy()
+        path = self.config.data_dir / f"{run_id}.jsonl" if self.config.data_dir is not None else None
+        config = RunConfig(run_id, scenario, seed, tuple(body.controlled_agents), body.npc_policy, body.pace,
+                           body.decision_deadline_s, dict(loaded.params), self.config.lease_ttl)
+        run = Run(config, sim, policies, Journal(path), self.wallmap)
+        self.runs[run_id] = run
+        self.nursery.start_soon(run.main, name=f"warren run {run_id}")
+        return run
+
+    def list_views(self) -> list[dict[str, Any]]:
+        return [r.view() for r in self.runs.values()]
+
+    def shutdown(self, reason: str = "the server shut down") -> None:
+        """End every live run (journaled as cancelled) and release every waiter."""
+        self.draining.set()
+        for run in self.runs.values():
+            run.cancel(reason)

@@ -1,0 +1,399 @@
+"""One served run: the engine, its remote agents' ledgers and leases, and the task that drives it.
+
+The run task loops: advance the engine to the next batch, hand NPC wakes to their policies, publish
+remote agents' envelopes, wait (a ``trio.move_on_at`` scope on the batch's decision deadline) until
+every *claimed* agent of the batch has answered, record a noop for the rest, adjudicate, journal.
+Everything it waits on is a deadline on the process's trio clock, so warped and autojump clocks
+work unchanged. HTTP and WebSocket handlers call the ``*_request`` methods, which never wait except
+``wait_observation`` (long-poll).
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from typing import Any
+
+import attrs
+import trio
+
+from ..engine import NOOP, Observation, Policy, Simulation, briefing
+from ..protocol.converter import converter
+from ..protocol.models import Envelope, Receipt
+from ..protocol.verdicts import AgentLedger, Judgement, judge, record_acceptance
+from .clock import WallMap, unix_now
+from .journal import Journal
+from .leases import Lease, new_token
+
+ENDED = ("completed", "failed", "cancelled", "crashed")
+
+
+class RunError(Exception):
+    """A request the run refuses; ``status`` is the HTTP status, ``detail`` teaches."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+@attrs.define(eq=False)
+class RemoteAgent:
+    """Server-side state of one controlled agent."""
+
+    agent_id: str
+    ledger: AgentLedger = attrs.Factory(AgentLedger)
+    lease: Lease | None = None
+    envelope: dict[str, Any] | None = None  # the newest envelope issued
+    envelope_seq: int = -1
+    answered: bool = True  # the newest envelope was answered (or closed)
+    changed: trio.Event = attrs.Factory(trio.Event)
+    receipts: dict[str, Receipt] = attrs.Factory(dict)  # latest receipt per command id (all verdicts)
+    observation_of_command: dict[str, str] = attrs.Factory(dict)
+
+    def poke(self) -> None:
+        self.changed.set()
+        self.changed = trio.Event()
+
+
+@attrs.define(eq=False)
+class RunConfig:
+    run_id: str
+    scenario: str
+    seed: int
+    controlled: tuple[str, ...]
+    npc_policy: str
+    pace: float | None
+    decision_deadline_s: float
+    params: dict[str, Any]
+    lease_ttl: float
+
+
+class Run:
+    def __init__(self, config: RunConfig, sim: Simulation, policies: dict[str, Policy], journal: Journal,
+                 wallmap: WallMap) -> None:
+        self.config = config
+        self.run_id = config.run_id
+        self.sim = sim
+        self.policies = policies
+        self.journal = journal
+        self.wallmap = wallmap
+        self.status = "created"
+        self.error: str | None = None
+        self.remote = {aid: RemoteAgent(aid) for aid in config.controlled}
+        self.started = trio.Event()
+        self.ended = trio.Event()
+        self.batch_changed = trio.Event()
+        self.cancel_scope: trio.CancelScope | None = None
+        self.cancel_reason = ""
+        self.briefings: dict[str, dict[str, Any]] = {}
+        self.journal.append({"kind": "config", "controlled_agents": list(config.controlled),
+                             "npc_policy": config.npc_policy, "pace": config.pace,
+                             "decision_deadline_s": config.decision_deadline_s})
+        self.journal.extend(sim.drain_records())
+        self._status_record()
+        self.journal.flush()
+        if not config.controlled:
+            self.start()
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def _status_record(self) -> None:
+        rec: dict[str, Any] = {"kind": "status", "t": self.sim.time, "status": self.status}
+        if self.error:
+            rec["error"] = self.error
+        self.journal.append(rec)
+
+    def start(self) -> None:
+        if self.status == "created":
+            self.status = "running"
+            self._status_record()
+            self.journal.flush()
+            self.started.set()
+
+    @property
+    def is_ended(self) -> bool:
+        return self.status in ENDED
+
+    def cancel(self, reason: str = "cancelled by an operator") -> None:
+        if self.is_ended:
+            return
+        self.cancel_reason = reason
+        if self.cancel_scope is not None:
+            self.cancel_scope.cancel()
+        else:
+            self._finish("cancelled", reason)
+
+    def _finish(self, status: str, reason: str, error: str | None = None) -> None:
+        if self.is_ended:
+            return
+        if status == "cancelled":
+            self.sim.cancel(reason)
+        self.journal.extend(self.sim.drain_records())
+        self.status = status
+        self.error = error
+        self._status_record()
+        for ra in self.remote.values():
+            closed = ra.ledger.mark_run_ended()
+            if closed:
+                self.journal.append({"kind": "closed", "t": self.sim.time, "agent": ra.agent_id,
+                                     "observation_ids": closed, "why": "run_ended"})
+            ra.poke()
+        self.journal.flush()
+        self.ended.set()
+        self.started.set()
+        self._poke_batch()
+
+    async def main(self) -> None:
+        """The run task. Whatever happens, the run ends in a terminal status and every waiter is released."""
+        try:
+            with trio.CancelScope() as scope:
+                self.cancel_scope = scope
+                await self.started.wait()
+                if not self.is_ended:
+                    await self._loop()
+            if not self.is_ended:
+                if scope.cancelled_caught:
+                    self._finish("cancelled", self.cancel_reason or "cancelled")
+                else:
+                    self._finish(self.sim.status, self.sim.end_reason)
+        except Exception as exc:  # a bug in a policy, a scenario or the engine: never a stale "running"
+            detail = f"{type(exc).__name__}: {exc}"
+            self.journal.append({"kind": "crash", "t": self.sim.time, "error": detail,
+                                 "wall": {"traceback": traceback.format_exc(limit=8)}})
+            self._finish("crashed", detail, error=detail)
+        finally:
+            if not self.is_ended:  # cancelled from outside (server shutdown)
+                self._finish("cancelled", self.cancel_reason or "the server shut down")
+            self.journal.close()
+
+    async def _loop(self) -> None:
+        sim = self.sim
+        clock0 = trio.current_time()
+        while True:
+            batch = sim.advance()
+            self.journal.extend(sim.drain_records())
+            if batch is None:
+                return
+            if self.config.pace is not None:
+                await trio.sleep_until(clock0 + batch.time / 1000 / self.config.pace)
+            deadline = trio.current_time() + self.config.decision_deadline_s
+            waiting: list[str] = []
+            for obs in batch.observations:
+                ra = self.remote.get(obs.agent_id)
+                if ra is None:
+                    self._answer_npc(obs)
+                else:
+                    self._publish(ra, obs, deadline)
+                    waiting.append(obs.agent_id)
+            self.journal.flush()
+            if waiting:
+                with trio.move_on_at(deadline):
+                    while True:
+                        blocking = self._blocking(waiting)
+                        if not blocking:
+                            break
+                        wake = self.batch_changed
+                        lease_end = min(self.remote[a].lease.expires_at for a in blocking)  # type: ignore[union-attr]
+                        with trio.move_on_at(lease_end):
+                            await wake.wait()
+                self._close_unanswered(waiting)
+            sim.adjudicate()
+            self.journal.extend(sim.drain_records())
+            self.journal.flush()
+            for aid in waiting:
+                self.remote[aid].poke()
+            await trio.lowlevel.checkpoint()
+
+    def _answer_npc(self, obs: Observation) -> None:
+        command = self.policies[obs.agent_id].decide(obs)
+        err = self.sim.validate(obs.agent_id, command)
+        if err:
+            self.journal.append({"kind": "invalid", "t": self.sim.time, "agent": obs.agent_id,
+                                 "observation_id": obs.observation_id, "command": command, "error": err})
+            command, source = dict(NOOP), "invalid"
+        else:
+            source = "npc"
+        self.sim.answer(obs.agent_id, command, source=source)
+
+    def _publish(self, ra: RemoteAgent, obs: Observation, deadline: float) -> None:
+        ra.ledger.issue(obs.observation_id, obs.seq)
+        env = Envelope(self.run_id, obs.agent_id, obs.observation_id, obs.seq, obs.time, obs.reason,
+                       round(self.wallmap.to_unix(deadline), 3), 1, obs.observation, obs.text, obs.affordances)
+        ra.envelope = converter.unstructure(env)
+        ra.envelope_seq = obs.seq
+        ra.answered = False
+        ra.poke()
+
+    def _claimed(self, aid: str) -> bool:
+        lease = self.remote[aid].lease
+        return lease is not None and lease.live()
+
+    def _blocking(self, waiting: list[str]) -> list[str]:
+        return [a for a in waiting if not self.remote[a].answered and self._claimed(a)]
+
+    def _close_unanswered(self, waiting: list[str]) -> None:
+        for aid in waiting:
+            ra = self.remote[aid]
+            if ra.answered:
+                continue
+            oid = ra.envelope["observation_id"] if ra.envelope else ""
+            if self._claimed(aid):
+                ra.ledger.expire(oid, "deadline")
+                source = "expired"
+            else:
+                rec = ra.ledger.observations[oid]
+                rec.status, rec.answered_by = "answered", None
+                if ra.ledger.outstanding_id == oid:
+                    ra.ledger.outstanding_id = None
+                source = "unclaimed"
+            ra.answered = True
+            self.journal.append({"kind": "closed", "t": self.sim.time, "agent": aid, "observation_ids": [oid],
+                                 "why": source})
+            self.sim.answer(aid, dict(NOOP), source=source)
+
+    def _poke_batch(self) -> None:
+        self.batch_changed.set()
+        self.batch_changed = trio.Event()
+
+    # -- requests ------------------------------------------------------------------------------------
+    def agent(self, agent_id: str) -> RemoteAgent:
+        ra = self.remote.get(agent_id)
+        if ra is None:
+            if agent_id in self.sim.world.agents:
+                who = f"the npc policy {self.config.npc_policy!r}" if self.config.npc_policy != "none" \
+                    else "nobody (npc_policy 'none': it no-ops)"
+                raise RunError(409, f"{agent_id} is not a controlled agent of {self.run_id}; it is driven by "
+                               f"{who}. Controlled agents: {', '.join(self.config.controlled) or 'none'}; "
+                               "name agents in controlled_agents when creating a run to drive them remotely")
+            raise RunError(404, f"{self.run_id} has no agent {agent_id!r}; its agents: "
+                           f"{', '.join(self.sim.world.agent_ids)}")
+        return ra
+
+    def authenticate(self, agent_id: str, token: str | None) -> RemoteAgent:
+        """Check the lease of a request and refresh its TTL (any authenticated request does)."""
+        ra = self.agent(agent_id)
+        if not token:
+            raise RunError(401, f"this request needs ?lease=<token>; claim {agent_id} with POST "
+                           f"/v1/runs/{self.run_id}/agents/{agent_id}/claim to get one")
+        lease = ra.lease
+        if lease is None or not lease.matches(token):
+            raise RunError(403, f"that lease token does not hold {agent_id}; claim the agent again to get a "
+                           "valid one")
+        if not lease.live():
+            raise RunError(403, f"your lease on {agent_id} expired (no request for {self.config.lease_ttl:g} s); "
+                           "claim the agent again for a fresh token")
+        lease.refresh(self.config.lease_ttl)
+        return ra
+
+    def claim(self, agent_id: str, token: str | None) -> tuple[str, bool]:
+        """A new or resumed lease: ``(token, resumed)``."""
+        ra = self.agent(agent_id)
+        if self.is_ended:
+            raise RunError(410, f"{self.run_id} has ended with status {self.status}; it cannot be claimed")
+        lease = ra.lease
+        if lease is not None and lease.live():
+            if token and lease.matches(token):
+                lease.refresh(self.config.lease_ttl)
+                return lease.token, True
+            left = lease.expires_at - trio.current_time()
+            raise RunError(409, f"{agent_id} is held by another lease for up to {left:.0f} s more unless it is "
+                           "refreshed; resume with that lease's token (?lease=), or wait for it to be released "
+                           "or to expire")
+        ra.lease = Lease(agent_id, new_token(), trio.current_time() + self.config.lease_ttl)
+        self.journal.append({"kind": "claim", "t": self.sim.time, "agent": agent_id})
+        if self.status == "created" and all(self._claimed(a) for a in self.remote):
+            self.start()
+        self._poke_batch()
+        return ra.lease.token, False
+
+    def release(self, agent_id: str, token: str | None) -> None:
+        ra = self.authenticate(agent_id, token)
+        ra.lease = None
+        self.journal.append({"kind": "release", "t": self.sim.time, "agent": agent_id})
+        ra.poke()
+        self._poke_batch()
+
+    def briefing_for(self, agent_id: str) -> dict[str, Any]:
+        if agent_id not in self.briefings:
+            self.briefings[agent_id] = briefing(self.sim, agent_id)
+        return self.briefings[agent_id]
+
+    def current_envelope(self, ra: RemoteAgent, after: int) -> dict[str, Any] | None:
+        rec = ra.ledger.outstanding()
+        if rec is not None and rec.seq > after and ra.envelope is not None:
+            return ra.envelope
+        return None
+
+    async def wait_observation(self, ra: RemoteAgent, after: int, wait: float) -> dict[str, Any] | None:
+        """The outstanding envelope with ``seq > after``, waiting up to ``wait`` s; None on timeout."""
+        with trio.move_on_after(wait):
+            while True:
+                if self.is_ended:
+                    raise RunError(410, f"{self.run_id} has ended with status {self.status}"
+                                   + (f" ({self.error})" if self.error else "")
+                                   + "; there will be no more observations")
+                env = self.current_envelope(ra, after)
+                if env is not None:
+                    return env
+                await ra.changed.wait()
+        return None
+
+    def submit(self, ra: RemoteAgent, body: object) -> Judgement:
+        """Judge a command, record the verdict, and hand an accepted one to the engine."""
+        aid = ra.agent_id
+
+        def validate(observation_id: str, payload: dict[str, Any]) -> str | None:
+            return self.sim.validate(aid, payload)
+
+        j = judge(ra.ledger, body, validate)
+        if j.receipt is None:
+            return j
+        receipt = j.receipt
+        if j.accept:
+            assert j.payload is not None
+            record_acceptance(ra.ledger, receipt, j.payload)
+            ra.answered = True
+            ra.observation_of_command[receipt.command_id] = receipt.observation_id
+            self.sim.answer(aid, j.payload, source="remote")
+            self._poke_batch()
+        elif receipt.status == "duplicate":
+            receipt = self._with_outcome(aid, receipt)
+            j = attrs.evolve(j, receipt=receipt)
+        if receipt.status != "duplicate":
+            ra.receipts[receipt.command_id] = receipt
+        self.journal.append({"kind": "verdict", "t": self.sim.time, "agent": aid,
+                             "command_id": receipt.command_id, "observation_id": receipt.observation_id,
+                             "status": receipt.status, "detail": receipt.detail,
+                             "wall": {"unix": round(unix_now(), 3)}})
+        return j
+
+    def _with_outcome(self, agent_id: str, receipt: Receipt) -> Receipt:
+        if receipt.status not in ("accepted", "duplicate"):
+            return receipt
+        outcome, reason = self.sim.outcome_of(receipt.observation_id)
+        return attrs.evolve(receipt, outcome=outcome, outcome_reason=reason)
+
+    def receipt(self, ra: RemoteAgent, command_id: str) -> Receipt:
+        original = ra.ledger.accepted.get(command_id)
+        if original is not None:
+            return self._with_outcome(ra.agent_id, original)
+        latest = ra.receipts.get(command_id)
+        if latest is None:
+            raise RunError(404, f"no command {command_id!r} was ever submitted for {ra.agent_id}; submit it "
+                           f"with POST /v1/runs/{self.run_id}/agents/{ra.agent_id}/commands")
+        return latest
+
+    # -- views ---------------------------------------------------------------------------------------
+    def view(self) -> dict[str, Any]:
+        agents = [{"agent_id": aid, "role": self.sim.world.agents[aid].role, "controlled": aid in self.remote,
+                   "claimed": aid in self.remote and self._claimed(aid)} for aid in self.sim.world.agent_ids]
+        result = None
+        if self.is_ended:
+            result = {"status": self.status, "reason": self.sim.end_reason or self.error or self.cancel_reason,
+                      "sim_time_ms": self.sim.time, "decisions": self.sim.decisions}
+        pace = self.config.pace
+        return {"run_id": self.run_id, "scenario": self.config.scenario, "seed": self.config.seed,
+                "status": self.status, "sim_time_ms": self.sim.time, "agents": agents,
+                "objectives": self.sim.objective_views(), "result": result, "error": self.error,
+                "pace": pace if pace is None or math.isfinite(pace) else None,
+                "decision_deadline_s": self.config.decision_deadline_s}

@@ -1,0 +1,69 @@
+"""``warren serve``: warren-agent/0 over HTTP on Hypercorn, on the process clock of ``--rate``."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from .http.server import is_loopback, start_server
+from .runtime.clock import make_clock
+from .runtime.manager import ServerConfig
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("serve", help="serve warren-agent/0 over HTTP (long-polling)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
+    p.add_argument("--port", type=int, default=8000, help="port (0 picks a free one)")
+    p.add_argument("--lease-ttl", type=float, default=300.0, help="lease TTL in (clock) seconds")
+    p.add_argument("--rate", type=float, default=1.0,
+                   help="clock rate: every deadline and timeout passes RATE times faster (default 1)")
+    p.add_argument("--data-dir", type=Path, default=Path("warren-data"), help="where run journals are written")
+    p.add_argument("--max-wait", type=float, default=60.0, help="cap of a long-poll's wait (seconds)")
+    p.set_defaults(func=cmd_serve)
+
+
+async def serve_main(args: argparse.Namespace) -> None:
+    config = ServerConfig(lease_ttl=args.lease_ttl, data_dir=args.data_dir, max_wait_s=args.max_wait,
+                          rate=args.rate)
+    if not is_loopback(args.host):
+        print(f"warning: binding {args.host} exposes WARREN beyond this machine; anyone who can reach it can "
+              "create and cancel runs", file=sys.stderr, flush=True)
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(start_server, config, args.host, args.port)
+            print(f"WARREN listening on {server.url}", flush=True)
+
+            async def watch_signals() -> None:
+                async for signum in signals:
+                    if server.shutdown_event.is_set():
+                        print("WARREN: second signal, exiting now", file=sys.stderr, flush=True)
+                        nursery.cancel_scope.cancel()
+                        return
+                    print(f"WARREN shutting down ({signal.Signals(signum).name}): answering long-polls, "
+                          "journaling runs", file=sys.stderr, flush=True)
+                    server.shutdown()
+
+            nursery.start_soon(watch_signals)
+            await server.stopped.wait()
+            nursery.cancel_scope.cancel()
+    print("WARREN stopped", file=sys.stderr, flush=True)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .cli import UsageError
+
+    if args.rate <= 0 or args.lease_ttl <= 0 or args.max_wait < 0:
+        raise UsageError("--rate and --lease-ttl must be > 0 and --max-wait >= 0")
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be 0..65535, got {args.port}")
+    try:
+        trio.run(serve_main, args, clock=make_clock(args.rate))
+    except OSError as exc:
+        print(f"warren serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    return 0
