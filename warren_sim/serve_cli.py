@@ -63,6 +63,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(f"--port must be 0..65535, got {args.port}")
     try:
         trio.run(serve_main, args, clock=make_clock(args.rate))
+    except BaseExceptionGroup as group:
+        bind_error = group.subgroup(OSError)
+        if bind_error is None:
+            raise
+        exc = bind_error.exceptions[0]
+        print(f"warren serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"warren serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1

@@ -31,6 +31,10 @@ class Scheduler:
     def peek_time(self) -> int | None:
         return self._heap[0][0] if self._heap else None
 
+    def top(self) -> tuple[int, int, str, Any]:
+        time, priority, _, key, token = self._heap[0]
+        return time, priority, key, token
+
     def pop(self) -> tuple[int, int, str, Any]:
         time, priority, _, key, token = heapq.heappop(self._heap)
         return time, priority, key, token

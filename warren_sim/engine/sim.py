@@ -170,6 +170,28 @@ class Simulation:
                 return self.batch
         return None
 
+    def next_time(self) -> int | None:
+        """When the next live scheduled entry happens (sim ms), without advancing; for pacing.
+
+        Cancelled entries at the top of the queue are dropped first, so the answer is the time the
+        next ``advance()`` will move to (unless that instant holds only a deadline that ends nothing).
+        """
+        if self.ended:
+            return None
+        while (t := self.sched.peek_time()) is not None:
+            _, prio, key, token = self.sched.top()
+            if prio == WAKE:
+                agent = self.world.agents[key]
+                live = agent.wake_token == token and agent.wake_time == t
+            elif prio == COMPLETION:
+                live = any(a is not None and a.token == token for a in self.world.agents[key].lanes.values())
+            else:
+                live = True
+            if live:
+                return t
+            self.sched.pop()
+        return None
+
     def observation_of(self, agent_id: str) -> Observation | None:
         p = self.pending.get(agent_id)
         return p.observation if p else None

@@ -319,14 +319,13 @@ def judge(
 
     # 5. stale: replaced by a newer observation, or already answered by another command
     if record.status == "superseded":
-        newer = f" by {record.superseded_by!r}" if record.superseded_by else ""
-        return _receipt(
-            command_id,
-            observation_id,
-            "stale",
-            f"observation {observation_id!r} was superseded{newer}: a newer observation replaced it while it "
-            "went unanswered; answer your newest observation instead",
-        )
+        if record.superseded_by:
+            why = (f"observation {observation_id!r} was superseded by {record.superseded_by!r}: a newer "
+                   "observation replaced it while it went unanswered")
+        else:
+            why = (f"observation {observation_id!r} was superseded: no client held the agent's lease when its "
+                   "batch was decided, so a noop was recorded and the agent's next observation replaces it")
+        return _receipt(command_id, observation_id, "stale", why + "; answer your newest observation instead")
     if record.status == "answered":
         return _receipt(
             command_id,

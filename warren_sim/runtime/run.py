@@ -170,12 +170,14 @@ class Run:
         sim = self.sim
         clock0 = trio.current_time()
         while True:
+            upcoming = sim.next_time()
+            if self.config.pace is not None and upcoming is not None:
+                # sim time may not run ahead of pace x elapsed clock time: wait before advancing
+                await trio.sleep_until(clock0 + upcoming / 1000 / self.config.pace)
             batch = sim.advance()
             self.journal.extend(sim.drain_records())
             if batch is None:
                 return
-            if self.config.pace is not None:
-                await trio.sleep_until(clock0 + batch.time / 1000 / self.config.pace)
             deadline = trio.current_time() + self.config.decision_deadline_s
             waiting: list[str] = []
             for obs in batch.observations:
@@ -241,10 +243,9 @@ class Run:
                 ra.ledger.expire(oid, "deadline")
                 source = "expired"
             else:
-                rec = ra.ledger.observations[oid]
-                rec.status, rec.answered_by = "answered", None
-                if ra.ledger.outstanding_id == oid:
-                    ra.ledger.outstanding_id = None
+                # DESIGN 3: an unclaimed agent does not block; a noop is recorded and its next
+                # observation supersedes this one (commands naming it get `stale`).
+                ra.ledger.supersede(oid, by=None)
                 source = "unclaimed"
             ra.answered = True
             self.journal.append({"kind": "closed", "t": self.sim.time, "agent": aid, "observation_ids": [oid],

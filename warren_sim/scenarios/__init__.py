@@ -1,6 +1,7 @@
 """Scenario files: finding them, validating them, and building specs and policies from them."""
 
 from .loader import (
+    ParamText,
     LoadedScenario,
     ScenarioError,
     list_scenarios,
@@ -9,5 +10,5 @@ from .loader import (
     validate_params,
 )
 
-__all__ = ["LoadedScenario", "ScenarioError", "list_scenarios", "load_scenario", "scenario_dirs",
+__all__ = ["LoadedScenario", "ParamText", "ScenarioError", "list_scenarios", "load_scenario", "scenario_dirs",
            "validate_params"]

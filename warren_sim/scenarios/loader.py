@@ -10,8 +10,11 @@ runs on the raw TOML data before validation, so generated worlds are validated l
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
+import math
 import os
+import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +30,17 @@ from ..engine.world import World, WorldError
 
 DATA_FILE = "scenario.toml"
 _PY_TYPES = {"int": int, "float": (int, float), "str": str, "bool": bool}
+_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_TRUE_TEXTS, _FALSE_TEXTS = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+class ParamText(str):
+    """A parameter value as typed on a command line (``--param agents=1000``).
+
+    ``validate_params`` reads it by the parameter's declared type (``"1000"`` is the int 1000 for an
+    int parameter and the string ``"1000"`` for a str one); any other value must already have the
+    declared type, as JSON from an API gives it.
+    """
 
 
 class ScenarioError(ValueError):
@@ -179,25 +193,69 @@ def _load_module(path: Path, name: str) -> ModuleType:
 
 
 def validate_params(declared: tuple[S.ParamSpec, ...], given: dict[str, Any], scenario: str) -> dict[str, Any]:
-    """Fill defaults and check types and bounds; errors name the valid parameters."""
+    """Fill defaults and check types and bounds; errors name the valid parameters.
+
+    Values wrapped in ``ParamText`` (command-line text) are first read as the declared type. Float
+    parameters come out as floats even when given as integers, so a run's recorded params do not
+    depend on how they were typed.
+    """
     by_name = {p.name: p for p in declared}
     for key in given:
         if key not in by_name:
-            valid = ", ".join(f"{p.name} ({p.type}, default {p.default!r})" for p in declared) or "none"
-            raise ScenarioError(f"scenario {scenario} has no parameter {key!r}; its parameters: {valid}")
+            if not declared:
+                raise ScenarioError(f"scenario {scenario} has no parameter {key!r}; it takes no parameters")
+            valid = ", ".join(f"{p.name} ({p.type}, default {p.default!r})" for p in declared)
+            close = difflib.get_close_matches(str(key), list(by_name), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ScenarioError(f"scenario {scenario} has no parameter {key!r}; its parameters: {valid}{hint}")
     out: dict[str, Any] = {}
     for p in declared:
         value = given.get(p.name, p.default)
-        want = _PY_TYPES[p.type]
-        if isinstance(value, bool) and p.type != "bool" or not isinstance(value, want):
-            raise ScenarioError(f"parameter {p.name} of {scenario} must be a {p.type}, got {_show(value)}")
-        if p.minimum is not None and value < p.minimum or p.maximum is not None and value > p.maximum:
-            raise ScenarioError(f"parameter {p.name} of {scenario} must be between {p.minimum} and "
-                                f"{p.maximum}, got {value}")
-        if p.choices and value not in p.choices:
-            raise ScenarioError(f"parameter {p.name} of {scenario} must be one of {list(p.choices)}, got {value!r}")
-        out[p.name] = value
+        if isinstance(value, ParamText):
+            value = _from_text(p, value, scenario)
+        out[p.name] = check_param_value(p, value, f"parameter {p.name} of {scenario}")
     return out
+
+
+def check_param_value(p: S.ParamSpec, value: Any, what: str) -> Any:
+    """``value`` if it has ``p``'s type and lies within its bounds and choices; else a teaching error."""
+    want = _PY_TYPES[p.type]
+    if isinstance(value, bool) and p.type != "bool" or not isinstance(value, want):
+        raise ScenarioError(f"{what} must be a {p.type}, got {_show(value)}")
+    if p.type == "float":
+        if not math.isfinite(value):
+            raise ScenarioError(f"{what} must be a finite number, got {value!r}")
+        value = float(value)
+    low, high = p.minimum, p.maximum
+    if low is not None and value < low or high is not None and value > high:
+        if low is not None and high is not None:
+            bounds = f"between {low} and {high}"
+        else:
+            bounds = f"at least {low}" if low is not None else f"at most {high}"
+        raise ScenarioError(f"{what} must be {bounds}, got {value}")
+    if p.choices and value not in p.choices:
+        raise ScenarioError(f"{what} must be one of {list(p.choices)}, got {value!r}")
+    return value
+
+
+def _from_text(p: S.ParamSpec, text: str, scenario: str) -> Any:
+    """Command-line text -> a value of the parameter's declared type."""
+    if p.type == "str":
+        return str(text)
+    word = text.strip()
+    example = f"--param {p.name}={str(p.default).lower() if p.type == 'bool' else p.default}"
+    if p.type == "bool":
+        if word.lower() in _TRUE_TEXTS:
+            return True
+        if word.lower() in _FALSE_TEXTS:
+            return False
+        raise ScenarioError(f"parameter {p.name} of {scenario} must be a bool (true or false), got {text!r}; "
+                            f"for example {example}")
+    try:
+        return int(word) if p.type == "int" else float(word)
+    except ValueError:
+        raise ScenarioError(f"parameter {p.name} of {scenario} must be a {p.type}, got {text!r}; "
+                            f"for example {example}") from None
 
 
 def load_scenario(name: str, params: dict[str, Any] | None = None) -> LoadedScenario:
@@ -211,12 +269,17 @@ def load_scenario(name: str, params: dict[str, Any] | None = None) -> LoadedScen
     except UnicodeDecodeError as exc:
         raise ScenarioError(f"{shown}: not UTF-8 text: {exc}") from None
     top = _Reader(shown, raw)
-    declared = tuple(_param(r) for r in top.tables("params", []))
+    declared = _params(top)
     values = validate_params(declared, dict(params or {}), directory.name)
     expand_file = directory / "expand.py"
     if expand_file.is_file():
         module = _load_module(expand_file, f"warren_scenario_{directory.name}_expand")
+        if not callable(getattr(module, "expand", None)):
+            raise ScenarioError(f"{expand_file}: expected a function expand(data, params) -> data")
         raw = module.expand(raw, dict(values))
+        if not isinstance(raw, dict):
+            raise ScenarioError(f"{expand_file}: expand(data, params) must return the scenario data (a dict), "
+                                f"got {_show(raw)}")
         top = _Reader(shown, raw)
     spec = build_spec(top, declared)
     solution_file = directory / "solution.py"
@@ -225,15 +288,44 @@ def load_scenario(name: str, params: dict[str, Any] | None = None) -> LoadedScen
     return LoadedScenario(directory.name, directory, spec, values, solution)
 
 
+def _params(top: _Reader) -> tuple[S.ParamSpec, ...]:
+    declared: list[S.ParamSpec] = []
+    for r in top.tables("params", []):
+        p = _param(r)
+        if any(q.name == p.name for q in declared):
+            raise r.fail("name", "a unique parameter name", p.name)
+        declared.append(p)
+    return tuple(declared)
+
+
 def _param(r: _Reader) -> S.ParamSpec:
     r.only("name", "type", "default", "description", "min", "max", "choices")
+    name = r.string("name")
+    if not _PARAM_NAME.match(name):
+        raise r.fail("name", "a parameter name of letters, digits and _ (not starting with a digit)", name)
     kind = r.string("type")
     if kind not in _PY_TYPES:
         raise r.fail("type", "one of int, float, str, bool", kind)
     default = r.get("default", _PY_TYPES[kind], f"a {kind}")
-    return S.ParamSpec(r.string("name"), kind, default, r.string("description", ""),
-                       r.get("min", (int, float), "a number", None), r.get("max", (int, float), "a number", None),
-                       r.strings("choices", ()))
+    low = r.get("min", (int, float), "a number", None)
+    high = r.get("max", (int, float), "a number", None)
+    choices = r.strings("choices", ())
+    if kind not in ("int", "float"):
+        for key in ("min", "max"):
+            if key in r.data:
+                raise r.fail(key, f"no {key} for a {kind} parameter (only int and float parameters have bounds)",
+                             r.data[key])
+    if choices and kind != "str":
+        raise r.fail("choices", "no choices for a non-str parameter (only str parameters have choices)", choices)
+    if low is not None and high is not None and low > high:
+        raise r.fail("max", f"a number >= min ({low})", high)
+    spec = S.ParamSpec(name, kind, float(default) if kind == "float" else default, r.string("description", ""),
+                       low, high, choices)
+    try:
+        check_param_value(spec, default, "the default")
+    except ScenarioError as exc:
+        raise r.fail("default", f"a default that is a valid value: {exc}", default) from None
+    return spec
 
 
 def build_spec(top: _Reader, declared: tuple[S.ParamSpec, ...]) -> S.ScenarioSpec:

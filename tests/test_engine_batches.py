@@ -1,0 +1,165 @@
+"""Batches: simultaneous observations, the seeded adjudication order, validation, and driving errors."""
+
+from __future__ import annotations
+
+import pytest
+from simworld import item, make_sim, obs_of, outcome_of, play, records
+
+from warren_sim.engine import EngineError
+
+TAKE = {"action": "take", "args": {"item": "hammer-1"}}
+
+
+def _contest(seed: int):
+    """alice and bob both take hammer-1 in the first batch of a run with ``seed``."""
+    sim = make_sim(seed, items=[item("hammer-1", "yard")])
+    batch = sim.advance()
+    assert batch is not None
+    observations = {o.agent_id: o for o in batch.observations}
+    for aid in ("alice", "bob"):
+        assert sim.validate(aid, TAKE) is None
+        sim.answer(aid, TAKE)
+    sim.answer("carol", {"noop": True})
+    sim.adjudicate()
+    return sim, batch, observations
+
+
+def test_two_takes_of_one_item_have_one_winner_by_the_seeded_order() -> None:
+    """Both see the item; the first of the batch's order gets it; the other is rejected naming the winner."""
+    for seed in range(10):
+        sim, batch, observations = _contest(seed)
+        for aid in ("alice", "bob"):
+            assert [i["id"] for i in observations[aid].observation["place"]["items"]] == ["hammer-1"]
+        (order_record,) = records(sim, "batch")
+        order = order_record["order"]
+        assert sorted(order) == ["alice", "bob", "carol"]
+        winner, loser = sorted(("alice", "bob"), key=order.index)
+        assert sim.world.agents[winner].inventory == ["hammer-1"]
+        assert sim.world.agents[loser].inventory == []
+        assert outcome_of(sim, batch, winner) == ("accepted", "")
+        assert outcome_of(sim, batch, loser) == (
+            "rejected", f"hammer-1 is no longer here: {winner} has it earlier in this batch")
+
+
+def test_different_seeds_give_different_winners() -> None:
+    """Over a few seeds, each contender wins at least once: the order is drawn, not alphabetical."""
+    winners = {seed: _contest(seed)[0].world.items["hammer-1"].holder for seed in range(20)}
+    assert set(winners.values()) == {"alice", "bob"}
+    assert winners == {seed: _contest(seed)[0].world.items["hammer-1"].holder for seed in range(20)}
+
+
+def test_observations_of_a_batch_are_built_before_any_answer_applies() -> None:
+    """Once the batch is out, answers change nothing in its observations until adjudication."""
+    sim, _, observations = _contest(1)
+    assert observations["carol"].observation["place"]["items"] == [
+        {"id": "hammer-1", "kind": "hammer", "name": "a hammer"}]
+    carol_next = obs_of(play(sim), "carol")
+    assert carol_next.observation["place"]["items"] == []
+
+
+def test_validation_uses_the_snapshot_not_other_answers() -> None:
+    """A take validates even after another agent answered the same take: conflicts wait for adjudication."""
+    sim = make_sim(items=[item("hammer-1", "yard")])
+    sim.advance()
+    sim.answer("bob", TAKE)
+    assert sim.validate("alice", TAKE) is None
+
+
+def test_the_order_is_drawn_per_batch() -> None:
+    """Each batch records its own permutation of the agents it woke."""
+    sim = make_sim(3, conventions={"idle_wake_ms": 1000})
+    orders: list[list[str]] = []
+    for _ in range(8):
+        batch = play(sim)
+        orders.append(records(sim, "batch")[-1]["order"])
+        assert sorted(orders[-1]) == sorted(o.agent_id for o in batch.observations)
+    assert len({tuple(o) for o in orders}) > 1
+
+
+def test_a_rejected_take_leaves_the_loser_free_to_act_again() -> None:
+    """The loser wakes interrupted a tick later and can pick something else."""
+    sim, _, _ = _contest(0)
+    loser = "alice" if sim.world.items["hammer-1"].holder == "bob" else "bob"
+    batch = play(sim)
+    assert obs_of(batch, loser).reason == "interrupted"
+
+
+# -- validate -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("command", "expected"), [
+    ({"action": "say", "args": {"text": "x"}, "noop": True}, "exactly one of"),
+    ({"sleep_ms": 5, "noop": True}, "this one has sleep_ms, noop"),
+    ({"action": "say", "sleep_ms": 5}, "this one has action, sleep_ms"),
+    ({}, "none of them"),
+    ({"noop": True, "why": "bored"}, "unknown command field(s) why"),
+    ({"noop": False}, "noop must be true"),
+    ({"noop": True, "args": {}}, "a noop takes no args"),
+    ({"sleep_ms": "5"}, "sleep_ms must be an integer number of milliseconds, got str '5'"),
+    ({"sleep_ms": 1.5}, "got float 1.5"),
+    ({"sleep_ms": True}, "got bool True"),
+    ({"sleep_ms": -1}, "sleep_ms must be between 0 and"),
+    ({"sleep_ms": 5, "args": {}}, "a sleep takes no args"),
+    ({"action": 7}, "action must be a tool name (a string), got int 7"),
+    ({"action": "fly", "args": {}}, "unknown action 'fly'; your tools are: move_to, take"),
+    ({"action": "drop", "args": {"item": "hammer-1"}}, "drop is not available now: you carry nothing"),
+    ({"action": "take", "args": {"item": "hammer-1", "count": 2}},
+     "take has no argument 'count'; its arguments are: item"),
+    ({"action": "take", "args": {}}, "take needs argument 'item'"),
+    ({"action": "take"}, "take needs argument 'item'"),
+    ({"action": "take", "args": {"item": 3}}, "args.item of take must be a string, got int 3"),
+    ({"action": "take", "args": ["hammer-1"]}, "args must be a JSON object for take, got list"),
+    ({"action": "say", "args": {"text": ""}}, "args.text of say must not be empty"),
+    ({"action": "say", "args": {"text": "x" * 501}}, "at most 500 are allowed"),
+    ({"action": "take", "args": {"item": "saw-9"}},
+     "args.item: 'saw-9' is not a valid item for take now; choose one of ['hammer-1']"),
+])
+def test_validate_explains_what_is_wrong(command: dict, expected: str) -> None:
+    """validate() returns a teaching error naming the problem."""
+    sim = make_sim(items=[item("hammer-1", "yard")])
+    sim.advance()
+    err = sim.validate("alice", command)
+    assert err is not None and expected in err, err
+
+
+@pytest.mark.parametrize("command", [
+    {"noop": True}, {"sleep_ms": 0}, {"sleep_ms": 2**53 - 1}, TAKE, {"action": "say", "args": {"text": "hi"}},
+    {"action": "move_to", "args": {"dest": "town:7,3"}},
+])
+def test_validate_accepts_well_formed_commands(command: dict) -> None:
+    """Each of the three command forms passes when well formed."""
+    sim = make_sim(items=[item("hammer-1", "yard")])
+    sim.advance()
+    assert sim.validate("alice", command) is None
+
+
+def test_validate_for_an_agent_without_an_observation() -> None:
+    """An agent that was not woken has nothing to answer."""
+    sim = make_sim()
+    assert sim.validate("alice", {"noop": True}) == "alice has no outstanding observation"
+
+
+# -- driving errors -----------------------------------------------------------------------------------
+
+def test_the_engine_refuses_to_be_driven_out_of_order() -> None:
+    """Advancing or adjudicating with answers missing, or answering twice, raise EngineError."""
+    sim = make_sim()
+    sim.advance()
+    sim.answer("alice", {"noop": True})
+    with pytest.raises(EngineError, match="already answered"):
+        sim.answer("alice", {"noop": True})
+    with pytest.raises(EngineError, match="answers missing for bob, carol"):
+        sim.adjudicate()
+    with pytest.raises(EngineError, match="adjudicate the current batch"):
+        sim.advance()
+    with pytest.raises(EngineError, match="zed has no outstanding observation"):
+        sim.answer("zed", {"noop": True})
+
+
+def test_every_answer_is_recorded_in_the_seeded_order() -> None:
+    """The trace's command records follow the batch's order, with each agent's observation id."""
+    sim, _, _ = _contest(5)
+    order = records(sim, "batch")[0]["order"]
+    commands = records(sim, "command")
+    assert [c["agent"] for c in commands] == order
+    assert [c["observation_id"] for c in commands] == [f"{a}#0" for a in order]
+    assert sim.decisions == 3
