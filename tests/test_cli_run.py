@@ -44,8 +44,6 @@ def test_scenarios_lists_bridge_repair_with_its_premise() -> None:
     assert "engineer-1 (engineer)" in proc.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="cli.py's __main__ block runs a second copy of the module, so "
-                   "headless_cli raises warren_sim.cli.UsageError, which __main__.main does not catch")
 def test_run_of_an_unknown_scenario_via_python_dash_m_is_a_usage_error() -> None:
     """``python -m warren_sim.cli run atlantis`` behaves like the console script: exit 2, no traceback."""
     proc = warren("run", "atlantis", module=True)

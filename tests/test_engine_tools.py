@@ -8,8 +8,10 @@ as a client that skips validation would.
 
 from __future__ import annotations
 
+import pytest
 from simworld import agent, item, make_sim, obs_of, outcome_of, play, records
 
+from warren_sim.engine import WorldError
 from warren_sim.engine import spec as S
 
 OPEN_WALL = S.StructureSpec("wall", "wall", "the wall", "gate", (("strength", 1),), (("strength", 2),))
@@ -87,6 +89,13 @@ def test_move_to_an_unknown_destination_fails_validation() -> None:
         err = sim.validate("alice", move(dest))
         assert err is not None and "neither a place" in err and repr(dest) in err, err
         assert "'dock'" in err  # it lists the places to choose from
+
+
+def test_a_gate_on_an_unknown_structure_is_refused_when_the_world_is_built() -> None:
+    """A link gated by a structure that does not exist fails at construction, not at the first walk."""
+    gate = S.GateSpec("tower", "strength", 1)
+    with pytest.raises(WorldError, match="link ferry: its gate names unknown structure 'tower'"):
+        make_sim(links=[S.LinkSpec("ferry", "town:11,0", "isle:0,0", 3, gate)])
 
 
 # -- take ---------------------------------------------------------------------------------------------

@@ -104,4 +104,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the importable module's main, not this __main__ copy, so exceptions raised by other
+    # modules (warren_sim.cli.UsageError) are the ones main() catches.
+    from warren_sim.cli import main as _main
+
+    sys.exit(_main())

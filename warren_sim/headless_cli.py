@@ -14,7 +14,7 @@ from typing import Any, TextIO
 from .engine import Simulation, briefing, run_headless
 from .engine.records import dumps_record, with_cursor
 from .runtime.clock import wall_seconds
-from .scenarios import ScenarioError, load_scenario
+from .scenarios import LoadedScenario, ParamText, ScenarioError, load_scenario
 
 
 class TraceWriter:
@@ -38,10 +38,28 @@ class TraceWriter:
 
 def build_run(scenario: str, seed: int, params: dict[str, Any], policy: str, *, record: bool = True,
               run_id: str = "headless") -> tuple[Simulation, dict[str, Any]]:
-    sc = load_scenario(scenario, params)
+    return start_run(load_scenario(scenario, params), seed, policy, record=record, run_id=run_id)
+
+
+def start_run(sc: LoadedScenario, seed: int, policy: str, *, record: bool = True,
+              run_id: str = "headless") -> tuple[Simulation, dict[str, Any]]:
+    """A simulation of an already loaded scenario (its spec is shared, never changed) and its policies."""
     sim = Simulation(sc.spec, seed, run_id=run_id, params=sc.params, record=record)
     policies = {a.id: sc.make_policy(policy, a.id, a.role, briefing(sim, a.id), seed) for a in sc.spec.agents}
     return sim, policies
+
+
+def cli_params(texts: list[str]) -> dict[str, ParamText]:
+    """``["agents=1000"]`` -> ``{"agents": ParamText("1000")}``; the loader reads each by its declared type."""
+    from .cli import UsageError
+
+    out: dict[str, ParamText] = {}
+    for text in texts:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--param expects NAME=VALUE (for example --param agents=1000), got {text!r}")
+        out[key.strip()] = ParamText(value)
+    return out
 
 
 def _objectives_line(sim: Simulation) -> str:
@@ -49,9 +67,9 @@ def _objectives_line(sim: Simulation) -> str:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from .cli import UsageError, parse_param
+    from .cli import UsageError
 
-    params = dict(parse_param(p) for p in args.param)
+    params = cli_params(args.param)
     try:
         sim, policies = build_run(args.scenario, args.seed, params, args.policy, record=args.trace is not None)
     except ScenarioError as exc:

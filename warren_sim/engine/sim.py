@@ -107,6 +107,7 @@ class Simulation:
             if obj.current >= obj.target:  # met from the start: nothing will ever "change" it to met
                 obj.status = "completed"
         self._action_token = 0
+        self._event_wakes: list[str] = []
         self._emit({"kind": "run", "t": 0, "run_id": run_id, "scenario": spec.name, "seed": seed,
                     "params": dict(sorted((params or {}).items())), "agents": list(self.world.agent_ids)})
         for aid in self.world.agent_ids:
@@ -151,6 +152,8 @@ class Simulation:
                     agent = self.world.agents[key]
                     if agent.wake_token == token and agent.wake_time == t:
                         woken.append(agent)
+                if self.sched.peek_time() != t:
+                    self._flush_event_wakes()
             self._check_objectives_end()
             if self.ended:
                 break
@@ -238,6 +241,7 @@ class Simulation:
             self._apply(self.world.agents[aid], p)
         self.pending.clear()
         self.batch = None
+        self._flush_event_wakes()
         self._check_objectives_end()
 
     def cancel(self, reason: str = "cancelled by an operator") -> None:
@@ -336,14 +340,26 @@ class Simulation:
         # The record's kind stays "event"; what happened ("took", "arrived"...) goes in "event".
         self._emit({"kind": "event", "t": self.time, "event": event["kind"],
                     **{k: v for k, v in event.items() if k != "kind"}})
-        wake_at = self.time + self.conv.tick_ms
         for aid in self.world.agents_in_reach(cell):
             if aid == actor:
                 continue
+            self.tell_event(self.world.agents[aid], event)
+            self._event_wakes.append(aid)
+
+    def _flush_event_wakes(self) -> None:
+        """Wake, for the events of this instant, the agents that are idle once the instant is settled.
+
+        Deciding after the whole batch (not as each answer applies) keeps the adjudication order out
+        of it: an agent that starts a long action in the same batch is busy, whatever the order.
+        """
+        if not self._event_wakes:
+            return
+        wake_at = self.time + self.conv.tick_ms
+        for aid in dict.fromkeys(self._event_wakes):
             other = self.world.agents[aid]
-            self.tell_event(other, event)
-            if not other.busy():
+            if not other.busy() and other.wake_time != self.time:  # waking now: it sees the event anyway
                 self._wake(other, wake_at, "event")
+        self._event_wakes.clear()
 
     def deliver_message(self, to: Agent, message: dict[str, Any]) -> None:
         to.messages.append(message)

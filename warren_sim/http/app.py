@@ -27,6 +27,7 @@ from ..runtime.clock import WallMap
 from ..runtime.manager import RunManager, ServerConfig
 from ..runtime.run import RunError
 from ..scenarios import ScenarioError, list_scenarios, load_scenario
+from .docs_routes import register_docs_routes
 
 
 class BadRequest(Exception):
@@ -110,6 +111,7 @@ def create_app(config: ServerConfig | None = None) -> QuartTrio:
             await trio.lowlevel.checkpoint()
 
     app.warren_state = state  # type: ignore[attr-defined]
+    register_docs_routes(app)  # GET /v1/schemas, /v1/schemas/<name>, /v1/openapi.json
 
     @app.before_request
     async def _check_protocol() -> Response | None:
@@ -150,6 +152,10 @@ def create_app(config: ServerConfig | None = None) -> QuartTrio:
         app.logger.exception("unexpected error")
         return problem_reply(500, f"the server failed on this request ({type(exc).__name__}); this is a bug in "
                              "WARREN, please report it with the request that caused it")
+
+    from .agent_ws import register as register_agent_ws
+
+    register_agent_ws(app, manager, config.heartbeat_s)
 
     def route(rule: str, methods: list[str]) -> Callable[[Callable[..., Awaitable[Any]]], Any]:
         return app.route(rule, methods=methods)

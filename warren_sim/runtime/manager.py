@@ -26,6 +26,7 @@ class ServerConfig:
     data_dir: Path | None = Path("warren-data")
     max_wait_s: float = 60.0
     rate: float = 1.0
+    heartbeat_s: float = 15.0
 
 
 class RunManager:

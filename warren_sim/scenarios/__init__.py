@@ -1,8 +1,8 @@
 """Scenario files: finding them, validating them, and building specs and policies from them."""
 
 from .loader import (
-    ParamText,
     LoadedScenario,
+    ParamText,
     ScenarioError,
     list_scenarios,
     load_scenario,

@@ -276,7 +276,10 @@ def load_scenario(name: str, params: dict[str, Any] | None = None) -> LoadedScen
         module = _load_module(expand_file, f"warren_scenario_{directory.name}_expand")
         if not callable(getattr(module, "expand", None)):
             raise ScenarioError(f"{expand_file}: expected a function expand(data, params) -> data")
-        raw = module.expand(raw, dict(values))
+        try:
+            raw = module.expand(raw, dict(values))
+        except ValueError as exc:  # expand's way to refuse a combination of parameters, with a reason
+            raise ScenarioError(f"scenario {directory.name}: parameters {values}: {exc}") from None
         if not isinstance(raw, dict):
             raise ScenarioError(f"{expand_file}: expand(data, params) must return the scenario data (a dict), "
                                 f"got {_show(raw)}")

@@ -1,0 +1,378 @@
+"""The agent WebSocket binding of warren-agent/0: ``WS /v1/agent``, JSON-RPC 2.0 both ways.
+
+HTTP long-polling stays canonical; this binding carries the same semantics at a lower cost per
+decision. Everything that matters is shared with HTTP: leases are the same objects, commands go
+through the same ``Run.submit`` (the same verdict function), and the same deadlines and journal
+apply. What the binding adds is pushing: a connection subscribed to agents gets their envelopes as
+notifications, several agents woken in one batch in one ``observations`` frame.
+
+Error codes: JSON-RPC's own for protocol faults (-32700 parse error, -32600 invalid request and
+batches, -32601 unknown method, -32602 bad params, with a teaching ``data``); for refusals that
+HTTP expresses with a status, ``code`` is that HTTP status (401, 403, 404, 409, 410, 422, 429)
+and ``data`` carries ``{"status", "detail"}`` — one table of meanings for both transports.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+import trio
+from quart import websocket
+
+from .. import PROTOCOL, __version__
+from ..protocol.converter import converter
+from ..protocol.strict_json import StrictJSONError, loads_strict
+from ..runtime.manager import RunManager
+from ..runtime.run import RemoteAgent, Run, RunError
+
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
+NOTIFICATIONS = ("observation", "observations", "outcome", "run.status")
+ENVELOPE_IDENTITY = ("run_id", "agent_id", "observation_id", "seq", "sim_time_ms", "reason", "deadline_unix",
+                     "briefing_revision")
+OBSERVATION_PARTS = ("agent", "time", "busy", "you", "place", "visible", "messages", "messages_dropped",
+                     "events", "events_dropped", "objectives", "tools")
+PARTS = ("observation", "text", "affordances", *OBSERVATION_PARTS)
+
+
+class RpcError(Exception):
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+
+
+def _bad_params(detail: str) -> RpcError:
+    return RpcError(INVALID_PARAMS, "Invalid params", {"detail": detail})
+
+
+def _str_param(params: dict[str, Any], name: str, method: str, *, optional: bool = False) -> Any:
+    value = params.get(name)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value:
+        raise _bad_params(f"{method} needs params.{name}, a non-empty string"
+                          + ("" if value is None else f"; got {json.dumps(value)[:40]}"))
+    return value
+
+
+def _int_param(params: dict[str, Any], name: str, method: str) -> int:
+    value = params.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or abs(value) > 2**53 - 1:
+        raise _bad_params(f"{method} needs params.{name}, an integer within +/-(2^53-1)")
+    return value
+
+
+@attrs.define(eq=False)
+class Subscription:
+    run: Run
+    agent: RemoteAgent
+    last_seq: int = -1
+    parts: tuple[str, ...] = PARTS
+    outcomes: dict[str, str] = attrs.Factory(dict)  # command id -> last outcome sent
+    ended_sent: bool = False
+    watcher: trio.CancelScope | None = None
+
+
+class AgentSession:
+    """One WebSocket connection: its subscriptions, its heartbeat, its sender."""
+
+    def __init__(self, manager: RunManager, heartbeat_s: float) -> None:
+        self.manager = manager
+        self.heartbeat_s = heartbeat_s
+        self.subs: dict[tuple[str, str], Subscription] = {}
+        self.wake = trio.Event()
+        self.last_heard = trio.current_time()
+        self.send_lock = trio.Lock()
+        self.server_ping = 0
+        self.initialized = False
+        self.nursery: trio.Nursery | None = None
+
+    async def send(self, message: dict[str, Any]) -> None:
+        async with self.send_lock:
+            await websocket.send(json.dumps(message, ensure_ascii=False))
+
+    async def serve(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            nursery.start_soon(self._sender)
+            nursery.start_soon(self._heartbeat)
+            try:
+                while True:
+                    raw = await websocket.receive()
+                    self.last_heard = trio.current_time()
+                    reply = self.handle(raw)
+                    if reply is not None:
+                        await self.send(reply)
+                    self._poke()
+            finally:
+                nursery.cancel_scope.cancel()
+
+    # -- requests ------------------------------------------------------------------------------------
+    def handle(self, raw: str | bytes) -> dict[str, Any] | None:
+        """One incoming frame -> the response to send (None for notifications and our pings' answers)."""
+        try:
+            message = loads_strict(raw)
+        except StrictJSONError as exc:
+            return _error(None, PARSE_ERROR, "Parse error", {"detail": str(exc)})
+        if isinstance(message, list):
+            return _error(None, INVALID_REQUEST, "Invalid Request",
+                          {"detail": "batch requests are refused; send one request per frame (agent.submit_many "
+                                     "submits several commands in one request)"})
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            return _error(None, INVALID_REQUEST, "Invalid Request",
+                          {"detail": 'a request is an object with "jsonrpc": "2.0", "method", "params" and "id"'})
+        rid = message.get("id")
+        if "method" not in message:
+            if "result" in message or "error" in message:
+                return None  # the answer to one of our pings: hearing it is all we need
+            return _error(rid, INVALID_REQUEST, "Invalid Request", {"detail": "missing method"})
+        method = message["method"]
+        if not isinstance(method, str):
+            return _error(rid, INVALID_REQUEST, "Invalid Request", {"detail": "method must be a string"})
+        if rid is not None and not isinstance(rid, str | int) or isinstance(rid, bool):
+            return _error(None, INVALID_REQUEST, "Invalid Request", {"detail": "id must be a string or an integer"})
+        params = message.get("params", {})
+        if not isinstance(params, dict):
+            return _error(rid, INVALID_PARAMS, "Invalid params", {"detail": "params must be an object"})
+        handler = METHODS.get(method)
+        if handler is None:
+            if "id" not in message:
+                return None
+            return _error(rid, METHOD_NOT_FOUND, "Method not found",
+                          {"detail": f"unknown method {method!r}; methods: {', '.join(METHODS)}"})
+        try:
+            result = handler(self, params)
+        except RpcError as exc:
+            return _error(rid, exc.code, exc.message, exc.data)
+        except RunError as exc:
+            return _error(rid, exc.status, _TITLES.get(exc.status, "Refused"),
+                          {"status": exc.status, "detail": exc.detail})
+        if "id" not in message:
+            return None
+        return {"jsonrpc": "2.0", "id": rid, "result": result}
+
+    def _run(self, params: dict[str, Any], method: str) -> Run:
+        return self.manager.get(_str_param(params, "run_id", method))
+
+    def _authed(self, params: dict[str, Any], method: str) -> tuple[Run, RemoteAgent]:
+        run = self._run(params, method)
+        agent_id = _str_param(params, "agent_id", method)
+        lease = _str_param(params, "lease", method, optional=True)
+        return run, run.authenticate(agent_id, lease)
+
+    def m_initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        asked = params.get("protocol", PROTOCOL)
+        if asked != PROTOCOL:
+            raise RunError(409, f"this server speaks {PROTOCOL}; initialize asked for {asked!r}")
+        self.initialized = True
+        return {"protocol": PROTOCOL, "server": f"warren {__version__}",
+                "capabilities": {"methods": list(METHODS), "notifications": list(NOTIFICATIONS),
+                                 "subscribe_parts": list(PARTS), "heartbeat_s": self.heartbeat_s,
+                                 "batched_observations": True}}
+
+    def m_ping(self, params: dict[str, Any]) -> dict[str, Any]:
+        origin = _int_param(params, "origin_ns", "ping")
+        now = _clock_ns()
+        return {"origin_ns": origin, "receive_ns": now, "transmit_ns": now}
+
+    def m_claim(self, params: dict[str, Any]) -> dict[str, Any]:
+        run = self._run(params, "agent.claim")
+        agent_id = _str_param(params, "agent_id", "agent.claim")
+        token, resumed = run.claim(agent_id, _str_param(params, "lease", "agent.claim", optional=True))
+        self._subscribe(run, run.remote[agent_id])
+        return {"lease": token, "briefing_revision": 1, "resumed": resumed}
+
+    def m_release(self, params: dict[str, Any]) -> dict[str, Any]:
+        run = self._run(params, "agent.release")
+        agent_id = _str_param(params, "agent_id", "agent.release")
+        run.release(agent_id, _str_param(params, "lease", "agent.release", optional=True))
+        sub = self.subs.pop((run.run_id, agent_id), None)
+        if sub is not None and sub.watcher is not None:
+            sub.watcher.cancel()
+        return {"agent_id": agent_id, "released": True}
+
+    def m_briefing(self, params: dict[str, Any]) -> dict[str, Any]:
+        run, ra = self._authed(params, "agent.briefing")
+        return run.briefing_for(ra.agent_id)
+
+    def m_subscribe(self, params: dict[str, Any]) -> dict[str, Any]:
+        run, ra = self._authed(params, "agent.subscribe")
+        parts = params.get("parts", list(PARTS))
+        if not isinstance(parts, list) or not all(isinstance(p, str) for p in parts) or \
+                any(p not in PARTS for p in parts):
+            raise _bad_params(f"params.parts must be a list drawn from {', '.join(PARTS)}")
+        sub = self._subscribe(run, ra, keep_seq=True)
+        sub.parts = tuple(parts)
+        return {"agent_id": ra.agent_id, "parts": list(sub.parts)}
+
+    def m_submit(self, params: dict[str, Any]) -> dict[str, Any]:
+        run, ra = self._authed(params, "agent.submit")
+        command = params.get("command")
+        judgement = run.submit(ra, command)
+        if judgement.receipt is None:
+            raise RunError(422, judgement.problem_detail)
+        sub = self.subs.get((run.run_id, ra.agent_id))
+        if sub is not None and judgement.accept:
+            sub.outcomes[judgement.receipt.command_id] = judgement.receipt.outcome
+        return converter.unstructure(judgement.receipt)
+
+    def m_submit_many(self, params: dict[str, Any]) -> dict[str, Any]:
+        items = params.get("commands")
+        if not isinstance(items, list) or not items:
+            raise _bad_params("agent.submit_many needs params.commands, a non-empty list of "
+                              "{run_id, agent_id, lease, command}")
+        out: list[dict[str, Any]] = []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                out.append({"error": {"code": INVALID_PARAMS, "message": "Invalid params",
+                                      "data": {"detail": f"commands[{i}] must be an object"}}})
+                continue
+            reply = self.handle(json.dumps({"jsonrpc": "2.0", "id": i, "method": "agent.submit", "params": item}))
+            assert reply is not None
+            out.append({"receipt": reply["result"]} if "result" in reply else {"error": reply["error"]})
+        return {"results": out}
+
+    def m_receipt(self, params: dict[str, Any]) -> dict[str, Any]:
+        run, ra = self._authed(params, "agent.receipt")
+        cid = _str_param(params, "command_id", "agent.receipt")
+        return converter.unstructure(run.receipt(ra, cid))
+
+    # -- pushing -------------------------------------------------------------------------------------
+    def _subscribe(self, run: Run, ra: RemoteAgent, keep_seq: bool = False) -> Subscription:
+        key = (run.run_id, ra.agent_id)
+        sub = self.subs.get(key)
+        if sub is None:
+            sub = Subscription(run, ra)
+            self.subs[key] = sub
+            assert self.nursery is not None
+            self.nursery.start_soon(self._watch, sub)
+        elif not keep_seq:
+            sub.last_seq = -1  # a (re)claim redelivers the outstanding envelope
+        sub.ended_sent = False if not run.is_ended else sub.ended_sent
+        return sub
+
+    async def _watch(self, sub: Subscription) -> None:
+        with trio.CancelScope() as scope:
+            sub.watcher = scope
+            while True:
+                await sub.agent.changed.wait()
+                self._poke()
+
+    def _poke(self) -> None:
+        self.wake.set()
+        self.wake = trio.Event()
+
+    async def _sender(self) -> None:
+        while True:
+            wake = self.wake
+            await self._flush()
+            await wake.wait()
+
+    async def _flush(self) -> None:
+        envelopes: list[dict[str, Any]] = []
+        others: list[dict[str, Any]] = []
+        for sub in list(self.subs.values()):
+            run, ra = sub.run, sub.agent
+            env = run.current_envelope(ra, sub.last_seq)
+            if env is not None and (ra.lease is not None and ra.lease.live()):
+                sub.last_seq = env["seq"]
+                envelopes.append({"agent_id": ra.agent_id, "seq": env["seq"], "envelope": _narrow(env, sub.parts)})
+            for cid, sent in list(sub.outcomes.items()):
+                receipt = run.receipt(ra, cid)
+                if receipt.outcome != sent:
+                    sub.outcomes[cid] = receipt.outcome
+                    others.append(_note("outcome", {"run_id": run.run_id, "agent_id": ra.agent_id,
+                                                    "seq": sub.last_seq, "receipt": converter.unstructure(receipt)}))
+                if receipt.outcome in ("rejected", "completed", "interrupted"):
+                    del sub.outcomes[cid]
+            if run.is_ended and not sub.ended_sent:
+                sub.ended_sent = True
+                others.append(_note("run.status", {"run_id": run.run_id, "agent_id": ra.agent_id,
+                                                   "seq": sub.last_seq, "status": run.status,
+                                                   "detail": run.view()["result"]}))
+        if len(envelopes) == 1:
+            e = envelopes[0]
+            await self.send(_note("observation", {"run_id": e["envelope"]["run_id"], **e}))
+        elif envelopes:
+            await self.send(_note("observations", {"envelopes": envelopes}))
+        for note in others:
+            await self.send(note)
+
+    async def _heartbeat(self) -> None:
+        """Ping the peer every interval; drop it after three intervals of silence (leases live on)."""
+        while True:
+            await trio.sleep(self.heartbeat_s)
+            if trio.current_time() - self.last_heard > 3 * self.heartbeat_s:
+                await websocket.close(1001, "no message for three heartbeat intervals")
+                raise _Dropped()
+            self.server_ping += 1
+            await self.send({"jsonrpc": "2.0", "id": f"s-{self.server_ping}", "method": "ping",
+                             "params": {"origin_ns": _clock_ns()}})
+
+
+class _Dropped(Exception):
+    """The peer fell silent; ends the session."""
+
+
+def _clock_ns() -> int:
+    return int(trio.current_time() * 1e9)
+
+
+def _narrow(env: dict[str, Any], parts: tuple[str, ...]) -> dict[str, Any]:
+    if parts == PARTS:
+        return env
+    out = {k: env[k] for k in ENVELOPE_IDENTITY}
+    if "observation" in parts:
+        out["observation"] = env["observation"]
+    else:
+        chosen = {k: v for k, v in env["observation"].items() if k in parts}
+        if chosen:
+            out["observation"] = chosen
+    if "text" in parts:
+        out["text"] = env["text"]
+    if "affordances" in parts:
+        out["affordances"] = env["affordances"]
+    return out
+
+
+def _note(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+def _error(rid: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    return {"jsonrpc": "2.0", "id": rid, "error": err}
+
+
+_TITLES = {401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 409: "Conflict", 410: "Gone",
+           422: "Unprocessable Content", 429: "Too Many Requests", 400: "Bad Request"}
+
+METHODS = {
+    "initialize": AgentSession.m_initialize,
+    "ping": AgentSession.m_ping,
+    "agent.claim": AgentSession.m_claim,
+    "agent.release": AgentSession.m_release,
+    "agent.briefing": AgentSession.m_briefing,
+    "agent.subscribe": AgentSession.m_subscribe,
+    "agent.submit": AgentSession.m_submit,
+    "agent.submit_many": AgentSession.m_submit_many,
+    "agent.receipt": AgentSession.m_receipt,
+}
+
+
+def register(app: Any, manager_of: Any, heartbeat_s: float) -> None:
+    @app.websocket("/v1/agent")
+    async def agent_socket() -> None:
+        sent = websocket.headers.get("X-Warren-Protocol")
+        if sent is not None and sent.strip() != PROTOCOL:
+            await websocket.close(1002, f"this server speaks {PROTOCOL}, not {sent}")
+            return
+        await websocket.accept(headers={"X-Warren-Protocol": PROTOCOL})
+        session = AgentSession(manager_of(), heartbeat_s)
+        try:
+            await session.serve()
+        except _Dropped:
+            return

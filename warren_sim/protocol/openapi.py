@@ -1,0 +1,277 @@
+"""The OpenAPI 3.1 description of warren-agent/0 over HTTP, built from one table of endpoints.
+
+Why a table (:data:`ENDPOINTS`) and not a hand-written YAML file: the same rows say, for every endpoint,
+which statuses it can answer and which JSON Schema each body follows, and three readers need exactly that:
+:func:`openapi_document` (served at ``GET /v1/openapi.json``), the response checker of the tests and of
+``warren conformance`` (:func:`expected_response`), and the test that every route of the app is described
+here. Bodies refer to the normative schemas of :mod:`warren_sim.protocol.schema_registry`, copied into
+``components/schemas`` with their ``urn:`` references rewritten to ``#/components/schemas/...``.
+
+Every ``/v1`` response carries ``X-Warren-Protocol: warren-agent/0``; a request whose header names another
+protocol gets 409 from every endpoint. Error bodies are ``application/problem+json``. ``default`` covers
+what any route may answer for a request it cannot route (405) and a server bug (500).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import attrs
+
+from warren_sim import __version__
+from warren_sim.protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_HEADER, PROTOCOL_VERSION
+from warren_sim.protocol.schema_registry import ID_PREFIX, load_schema, schema_names
+
+__all__ = ["ENDPOINTS", "Endpoint", "Param", "expected_response", "find_endpoint", "openapi_document"]
+
+JSON = "application/json"
+SCHEMA_JSON = "application/schema+json"
+NDJSON = "application/x-ndjson"
+
+#: Why each error status happens, phrased for the response descriptions.
+ERROR_TEXT: dict[int, str] = {
+    400: "Bad query parameter or body (malformed or non-strict JSON, a field of the wrong type); the detail says which.",
+    401: "No ?lease= was sent; claim the agent to get one.",
+    403: "The lease token does not hold this agent (wrong, released or expired).",
+    404: "Unknown run, agent, scenario, command or schema.",
+    409: "The X-Warren-Protocol request header (or protocol=) names another protocol, the agent is held by "
+         "another live lease, or it is not a controlled agent of the run.",
+    410: "The run has ended; the detail names its terminal status.",
+    413: "The body is larger than 64 KiB.",
+    422: "command_id or observation_id is missing or not a string (an empty command_id too): such a command "
+         "cannot be deduplicated.",
+}
+
+
+@attrs.frozen
+class Param:
+    """A query parameter (``in: query``)."""
+
+    name: str
+    schema: dict[str, Any]
+    description: str
+    required: bool = False
+
+
+@attrs.frozen
+class Endpoint:
+    """One operation: its success status and body schema, the error statuses it can answer, its inputs."""
+
+    method: str
+    path: str
+    operation_id: str
+    summary: str
+    status: int
+    schema: str | None
+    errors: tuple[int, ...]
+    media: str = JSON
+    query: tuple[Param, ...] = ()
+    body: str | None = None
+    body_required: bool = False
+    leased: bool = False
+    also: tuple[int, ...] = ()  # more success statuses without a body (204)
+    description: str = ""
+
+    @property
+    def statuses(self) -> tuple[int, ...]:
+        return (self.status, *self.also, *self.errors)
+
+
+_LEASE = Param("lease", {"type": "string"}, "a live lease token of this agent, to resume it (same token, outstanding "
+               "envelope redelivered); leave it out for a new claim")
+_PROTO = Param("protocol", {"type": "string", "const": PROTOCOL_VERSION},
+               "the protocol the client speaks (alternative to the header); another value gets 409")
+_AGENT = "/v1/runs/{run_id}/agents/{agent_id}"
+
+#: Every HTTP endpoint of warren-agent/0 as this server implements it (the WebSocket stream is not HTTP).
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint("GET", "/v1", "getServerInfo", "The protocol, the server and its endpoints", 200, "server_info",
+             (409,)),
+    Endpoint("GET", "/v1/scenarios", "listScenarios", "List scenarios", 200, "scenario_list", (409,)),
+    Endpoint("GET", "/v1/scenarios/{name}", "describeScenario",
+             "Describe a scenario: roles, agents, objectives, parameters", 200, "scenario", (404, 409)),
+    Endpoint("POST", "/v1/runs", "createRun", "Create a run", 201, "run", (400, 404, 409, 413),
+             query=(Param("scenario", {"type": "string", "minLength": 1}, "scenario name", required=True),
+                    Param("seed", {"type": "integer", "default": 0}, "the run's seed")),
+             body="run_create",
+             description="Agent control is explicit: controlled_agents are remote, npc_policy drives the rest. "
+                         "The run stays created until every controlled agent is claimed (or POST .../start)."),
+    Endpoint("GET", "/v1/runs", "listRuns", "List runs", 200, "run_list", (409,)),
+    Endpoint("GET", "/v1/runs/{run_id}", "getRun", "A run's status, sim time, agents, objectives and result", 200,
+             "run", (404, 409)),
+    Endpoint("DELETE", "/v1/runs/{run_id}", "cancelRun", "Cancel a run (no-op on an ended run)", 200, "run",
+             (404, 409)),
+    Endpoint("POST", "/v1/runs/{run_id}/start", "startRun",
+             "Start a created run now, whether or not every controlled agent is claimed", 200, "run",
+             (404, 409, 410)),
+    Endpoint("GET", "/v1/runs/{run_id}/journal", "getJournal", "The run's journal so far (JSON Lines)", 200, None,
+             (404, 409), media=NDJSON),
+    Endpoint("POST", f"{_AGENT}/claim", "claimAgent", "Claim a controlled agent, or resume a live lease", 200,
+             "claim_response", (404, 409, 410), query=(_LEASE, _PROTO),
+             description="409 while another live lease holds the agent or when it is not controlled; 410 once "
+                         "the run has ended."),
+    Endpoint("POST", f"{_AGENT}/release", "releaseAgent", "Release the agent now", 200, "release_response",
+             (401, 403, 404, 409), leased=True),
+    Endpoint("GET", f"{_AGENT}/briefing", "getBriefing", "The agent's briefing (cache it by revision)", 200,
+             "briefing", (401, 403, 404, 409), leased=True),
+    Endpoint("GET", f"{_AGENT}/observations", "pollObservation",
+             "The outstanding observation with seq > after, waiting up to wait seconds", 200, "envelope",
+             (400, 401, 403, 404, 409, 410), leased=True, also=(204,),
+             query=(Param("after", {"type": "integer", "minimum": -1, "default": -1},
+                          "the highest seq already received (-1: none)"),
+                    Param("wait", {"type": "number", "minimum": 0, "default": 0},
+                          "seconds to wait for one (capped by the server); 204 when none came")),
+             description="Delivery is at-least-once: after a reconnect, after=-1 redelivers the outstanding "
+                         "envelope."),
+    Endpoint("POST", f"{_AGENT}/commands", "submitCommand", "Answer an observation with one command", 200,
+             "receipt", (400, 401, 403, 404, 409, 413, 422), leased=True, body="command", body_required=True,
+             description="Every verdict is a 200 receipt: accepted, duplicate (the command_id was already "
+                         "accepted; the original receipt's content), rejected, stale or expired."),
+    Endpoint("GET", f"{_AGENT}/commands/{{command_id}}", "getReceipt",
+             "A command's receipt with its current outcome", 200, "receipt", (401, 403, 404, 409), leased=True),
+    Endpoint("GET", "/v1/schemas", "listSchemas", "The normative JSON Schemas", 200, "schema_list", (409,)),
+    Endpoint("GET", "/v1/schemas/{name}", "getSchema", "One JSON Schema (draft 2020-12)", 200, None, (404, 409),
+             media=SCHEMA_JSON),
+    Endpoint("GET", "/v1/openapi.json", "getOpenAPI", "This document", 200, None, (409,)),
+)
+
+
+def _path_regex(template: str) -> re.Pattern[str]:
+    parts = re.split(r"(\{[^}]+\})", template)
+    return re.compile("".join("[^/]+" if p.startswith("{") else re.escape(p) for p in parts) + r"\Z")
+
+
+_MATCHERS = [(_path_regex(e.path), e) for e in ENDPOINTS]
+
+
+def find_endpoint(method: str, path: str) -> Endpoint | None:
+    """The endpoint a request goes to (``"GET"``, ``"/v1/runs/run-1"``), or None if none is described."""
+    for regex, endpoint in _MATCHERS:
+        if endpoint.method == method.upper() and regex.match(path):
+            return endpoint
+    return None
+
+
+def expected_response(method: str, path: str, status: int) -> tuple[str | None, str | None] | None:
+    """What a response must look like: ``(media type, schema name)``, or None when the status is not one this
+    endpoint can answer. A 204 has no body: ``(None, None)``; an error is ``(problem+json, "problem")``.
+    Raises ``LookupError`` for a request no endpoint describes."""
+    endpoint = find_endpoint(method, path)
+    if endpoint is None:
+        raise LookupError(f"no warren-agent/0 endpoint is {method} {path}")
+    if status == endpoint.status:
+        return endpoint.media, endpoint.schema
+    if status in endpoint.also:
+        return None, None
+    if status in endpoint.errors:
+        return PROBLEM_CONTENT_TYPE, "problem"
+    return None
+
+
+# --------------------------------------------------------------------------------------------- the document
+
+
+def _component(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def _rewrite(node: Any) -> Any:
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            if key in ("$schema", "$id"):
+                continue
+            if key == "$ref" and isinstance(value, str) and value.startswith(ID_PREFIX):
+                value = "#/components/schemas/" + _component(value[len(ID_PREFIX):])
+            out[key] = _rewrite(value)
+        return out
+    if isinstance(node, list):
+        return [_rewrite(v) for v in node]
+    return node
+
+
+def _error_response(status: int) -> dict[str, Any]:
+    return {"$ref": f"#/components/responses/Problem{status}"}
+
+
+def _operation(e: Endpoint) -> dict[str, Any]:
+    headers = {PROTOCOL_HEADER: {"$ref": "#/components/headers/Protocol"}}
+    ok: dict[str, Any] = {"description": e.summary, "headers": headers}
+    if e.media == NDJSON:
+        ok["content"] = {NDJSON: {"schema": {"type": "string", "description": "one JSON record per line"}}}
+    elif e.schema is not None:
+        ok["content"] = {e.media: {"schema": {"$ref": f"#/components/schemas/{_component(e.schema)}"}}}
+    else:
+        ok["content"] = {e.media: {"schema": {"type": "object"}}}
+    responses: dict[str, Any] = {str(e.status): ok}
+    for extra in e.also:
+        responses[str(extra)] = {"description": "No observation with seq > after came within wait seconds; "
+                                 "poll again.", "headers": headers}
+    for status in e.errors:
+        responses[str(status)] = _error_response(status)
+    responses["default"] = {"$ref": "#/components/responses/ProblemDefault"}
+    op: dict[str, Any] = {"operationId": e.operation_id, "summary": e.summary}
+    if e.description:
+        op["description"] = e.description
+    params: list[dict[str, Any]] = [{"$ref": "#/components/parameters/ProtocolHeader"}]
+    for name in re.findall(r"\{([^}]+)\}", e.path):
+        params.append({"name": name, "in": "path", "required": True, "schema": {"type": "string"}})
+    for q in e.query:
+        params.append({"name": q.name, "in": "query", "required": q.required, "description": q.description,
+                       "schema": q.schema})
+    op["parameters"] = params
+    if e.body is not None:
+        op["requestBody"] = {"required": e.body_required, "content": {
+            JSON: {"schema": {"$ref": f"#/components/schemas/{_component(e.body)}"}}}}
+    if e.leased:
+        op["security"] = [{"lease": []}]
+    op["responses"] = responses
+    return op
+
+
+def openapi_document(server_url: str | None = None) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of warren-agent/0 (``servers`` names ``server_url`` when given)."""
+    paths: dict[str, dict[str, Any]] = {}
+    for e in ENDPOINTS:
+        paths.setdefault(e.path, {})[e.method.lower()] = _operation(e)
+    problem_media = {PROBLEM_CONTENT_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    header_ref = {PROTOCOL_HEADER: {"$ref": "#/components/headers/Protocol"}}
+    responses = {f"Problem{status}": {"description": text, "headers": header_ref, "content": problem_media}
+                 for status, text in ERROR_TEXT.items()}
+    responses["ProblemDefault"] = {"description": "Any other refusal (405 for a method the path does not "
+                                   "allow) or a server bug (500)", "headers": header_ref, "content": problem_media}
+    doc: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "warren-agent/0",
+            "version": __version__,
+            "summary": "Remote agent protocol of WARREN: HTTP + long-polling",
+            "description": (
+                "How an external client controls agents of a running WARREN simulation. Structured data is "
+                "authoritative; one unanswered observation per agent; delivery is at-least-once and acceptance "
+                "exactly-once (client-minted command_ids); leases, not sessions. Every /v1 response carries "
+                f"{PROTOCOL_HEADER}: {PROTOCOL_VERSION}; a request naming another protocol in that header gets "
+                "409. Errors are application/problem+json with a teaching detail."),
+            "license": {"name": "MIT", "identifier": "MIT"},
+        },
+        "paths": paths,
+        "components": {
+            "schemas": {_component(n): _rewrite(load_schema(n)) for n in schema_names()},
+            "responses": responses,
+            "headers": {"Protocol": {"description": "the protocol of the response",
+                                     "schema": {"type": "string", "const": PROTOCOL_VERSION}}},
+            "parameters": {"ProtocolHeader": {
+                "name": PROTOCOL_HEADER, "in": "header", "required": False,
+                "description": "the protocol the client speaks; when present and not warren-agent/0 the server "
+                               "answers 409",
+                "schema": {"type": "string", "const": PROTOCOL_VERSION}}},
+            "securitySchemes": {"lease": {
+                "type": "apiKey", "in": "query", "name": "lease",
+                "description": "the token of a live lease on the agent (POST .../claim); any authenticated "
+                               "request refreshes its TTL; missing: 401, wrong or expired: 403"}},
+        },
+    }
+    if server_url:
+        doc["servers"] = [{"url": server_url.rstrip("/")}]
+    return doc
