@@ -1,4 +1,5 @@
-"""warren-agent/0 over the real Quart-Trio app in-process, under the autojump clock (warped time)."""
+"""HTTP-specific rules of warren-agent/0 (in-process app, autojump clock): the agent-side rules that both
+transports share are in test_protocol_transports.py."""
 
 from __future__ import annotations
 
@@ -72,150 +73,18 @@ async def _started(api, tmp_path=None, **body):
     return run, lease, env
 
 
-async def test_every_verdict_in_order(autojump_clock, tmp_path):
-    """accepted, duplicate (differing body: original stands), rejected (recorded), stale, unknown, 422."""
-    async with served(tmp_path) as api:
-        run, lease, env = await _started(api)
-        oid = env["observation_id"]
-        # rejected with a teaching detail, recorded in the journal, and does not occupy the id
-        status, r = await api.submit(run, lease, cmd("c1", oid, action="take", args={"item": "plank-9"}))
-        assert r["status"] == "rejected" and "choose one of ['toolbox-1']" in r["detail"]
-        assert r["outcome"] == "none"
-        verdicts = [x for x in api.journal(run) if x["kind"] == "verdict"]
-        assert verdicts[-1]["status"] == "rejected" and verdicts[-1]["command_id"] == "c1"
-        # a string sleep_ms is a payload type error
-        status, r = await api.submit(run, lease, cmd("c1", oid, sleep_ms="10"))
-        assert r["status"] == "rejected" and "sleep_ms" in r["detail"]
-        # the same id, corrected, is re-judged and accepted
-        status, r = await api.submit(run, lease, cmd("c1", oid))
-        assert r["status"] == "accepted" and r["outcome"] == "pending"
-        # a different body under the accepted id: duplicate, original stands, detail says so
-        status, r = await api.submit(run, lease, cmd("c1", oid, noop=True))
-        assert r["status"] == "duplicate" and "original command stands" in r["detail"]
-        status, again = await api.call("GET", f"/v1/runs/{run}/agents/engineer-1/commands/c1?lease={lease}")
-        assert again["status"] == "accepted"
-        # another command for the answered observation: stale
-        status, r = await api.submit(run, lease, cmd("c2", oid, noop=True))
-        assert r["status"] == "stale" and "already answered by command 'c1'" in r["detail"]
-        # never issued: rejected as unknown observation
-        status, r = await api.submit(run, lease, cmd("c3", "engineer-1#99", noop=True))
-        assert r["status"] == "rejected" and "unknown observation" in r["detail"]
-        # non-string ids: 422, nothing recorded
-        before = len(api.journal(run))
-        for bad in ({"command_id": 7, "observation_id": oid, "noop": True},
-                    {"command_id": "c4", "observation_id": ["x"], "noop": True},
-                    {"observation_id": oid, "noop": True}):
-            status, p = await api.submit(run, lease, bad)
-            assert status == 422 and "command_id" in p["detail"] or "observation_id" in p["detail"]
-        assert len(api.journal(run)) == before
 
 
-async def test_expired_by_deadline_judged_before_payload(autojump_clock, tmp_path):
-    """Past the 60 s default deadline: a noop is recorded, then even a malformed command gets expired."""
-    async with served(tmp_path) as api:
-        run, lease, env = await _started(api)
-        t0 = trio.current_time()
-        status, nxt = await api.poll(run, lease, after=0, wait=59.5)
-        assert status == 204  # still outstanding just before the deadline
-        status, nxt = await api.poll(run, lease, after=0, wait=60)
-        assert status == 200 and nxt["seq"] == 1 and nxt["reason"] == "idle"  # its next wake after the noop
-        assert trio.current_time() - t0 >= 60
-        records = api.journal(run)
-        noop = [x for x in records if x["kind"] == "command" and x["observation_id"] == "engineer-1#0"]
-        assert noop[0]["command"] == {"noop": True} and noop[0]["source"] == "expired"
-        status, r = await api.submit(run, lease, {"command_id": "late", "observation_id": "engineer-1#0",
-                                                  "sleep_ms": "soon", "noop": True})
-        assert r["status"] == "expired" and "decision deadline" in r["detail"]
 
 
-async def test_decision_deadline_is_honored(autojump_clock, tmp_path):
-    """decision_deadline_s=5: the unanswered observation expires after 5 s of (virtual) clock time."""
-    async with served(tmp_path) as api:
-        run, lease, env = await _started(api, decision_deadline_s=5)
-        t0 = trio.current_time()
-        status, _ = await api.poll(run, lease, after=0, wait=4.9)
-        assert status == 204
-        status, nxt = await api.poll(run, lease, after=0, wait=60)
-        assert status == 200 and trio.current_time() - t0 >= 5
-        closed = [x for x in api.journal(run) if x["kind"] == "closed" and x["why"] == "expired"]
-        assert closed and closed[0]["observation_ids"] == ["engineer-1#0"]
 
 
-async def test_expired_because_run_ended(autojump_clock, tmp_path):
-    """A command for an observation closed by the run's end gets expired with the run-ended reason."""
-    async with served(tmp_path) as api:
-        run, lease, env = await _started(api)
-        status, view = await api.call("DELETE", f"/v1/runs/{run}")
-        assert view["status"] == "cancelled"
-        status, r = await api.submit(run, lease, cmd("c1", env["observation_id"]))
-        assert r["status"] == "expired" and "run ended" in r["detail"]
 
 
-async def test_unclaimed_controlled_agent_never_blocks_and_gets_stale(autojump_clock, tmp_path):
-    """Started without a claim: batches go on (noops recorded); a command for a superseded observation is stale."""
-    async with served(tmp_path) as api:
-        run = await api.create(controlled_agents=["engineer-1"], pace=1)
-        status, _ = await api.call("POST", f"/v1/runs/{run}/start")
-        await trio.sleep(10)
-        view = await api.run_view(run)
-        assert view["status"] == "running" and view["sim_time_ms"] > 0
-        sources = {x["source"] for x in api.journal(run) if x["kind"] == "command" and x["agent"] == "engineer-1"}
-        assert sources == {"unclaimed"}
-        lease = await api.claim(run)
-        status, r = await api.submit(run, lease, cmd("c1", "engineer-1#0"))
-        assert r["status"] == "stale" and "no client held the agent's lease" in r["detail"]
-        status, env = await api.poll(run, lease, wait=60)
-        assert status == 200 and env["seq"] >= 1
 
 
-async def test_lease_ttl_expiry_and_refresh(autojump_clock, tmp_path):
-    """A request at 299 s keeps the lease; 300 s of silence expires it: reclaim gets a fresh token, old gets 403."""
-    async with served(tmp_path) as api:
-        run, lease, env = await _started(api, decision_deadline_s=10_000)
-        await trio.sleep(299)
-        status, _ = await api.call("GET", f"/v1/runs/{run}/agents/engineer-1/briefing?lease={lease}")
-        assert status == 200
-        await trio.sleep(299)
-        status, _ = await api.call("GET", f"/v1/runs/{run}/agents/engineer-1/briefing?lease={lease}")
-        assert status == 200
-        status, p = await api.call("POST", f"/v1/runs/{run}/agents/engineer-1/claim")
-        assert status == 409 and "held by another lease" in p["detail"]
-        await trio.sleep(300)
-        status, p = await api.call("GET", f"/v1/runs/{run}/agents/engineer-1/briefing?lease={lease}")
-        assert status == 403 and "expired" in p["detail"]
-        fresh = await api.claim(run)
-        assert fresh != lease
-        status, p = await api.poll(run, lease, wait=0)
-        assert status == 403
-        # while no live lease held it, the agent stopped blocking: its observation was superseded
-        status, again = await api.poll(run, fresh, wait=60)
-        assert status == 200 and again["seq"] > env["seq"]
 
 
-async def test_resume_release_and_conflicts(autojump_clock, tmp_path):
-    """Claim with the live token resumes (redelivery); 409 while held; release frees at once; 401/403."""
-    async with served(tmp_path) as api:
-        run, lease, env = await _started(api)
-        same = await api.claim(run, lease=lease)
-        assert same == lease
-        status, redelivered = await api.poll(run, lease, after=-1, wait=0)
-        assert redelivered == env
-        status, p = await api.call("POST", f"/v1/runs/{run}/agents/engineer-1/claim?lease=l-wrong")
-        assert status == 409
-        status, p = await api.call("GET", f"/v1/runs/{run}/agents/engineer-1/observations")
-        assert status == 401 and "?lease=" in p["detail"]
-        status, p = await api.call("GET", f"/v1/runs/{run}/agents/engineer-1/observations?lease=l-wrong")
-        assert status == 403
-        status, p = await api.call("POST", f"/v1/runs/{run}/agents/engineer-1/release?lease={lease}")
-        assert status == 200
-        status, p = await api.poll(run, lease, wait=0)
-        assert status == 403
-        other = await api.claim(run)
-        assert other != lease
-        status, p = await api.call("POST", f"/v1/runs/{run}/agents/courier-1/claim")
-        assert status == 409 and "not a controlled agent" in p["detail"] and "solution" in p["detail"]
-        status, p = await api.call("POST", f"/v1/runs/{run}/agents/nobody/claim")
-        assert status == 404
 
 
 async def test_long_poll_wait_cap_after_and_204(autojump_clock, tmp_path):

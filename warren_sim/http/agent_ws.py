@@ -198,6 +198,9 @@ class AgentSession:
 
     def m_subscribe(self, params: dict[str, Any]) -> dict[str, Any]:
         run, ra = self._authed(params, "agent.subscribe")
+        if run.is_ended:
+            raise RunError(410, f"{run.run_id} has ended with status {run.status}; there will be no more "
+                           "observations")
         parts = params.get("parts", list(PARTS))
         if not isinstance(parts, list) or not all(isinstance(p, str) for p in parts) or \
                 any(p not in PARTS for p in parts):
@@ -316,6 +319,7 @@ class _Dropped(Exception):
 
 
 def _clock_ns() -> int:
+    """The server's clock sample for heartbeats: the trio clock (warped under --rate), in ns."""
     return int(trio.current_time() * 1e9)
 
 

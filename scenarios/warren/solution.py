@@ -1,0 +1,58 @@
+"""Bundled policies for warren: each forager reads its burrow, patch and shift from its notes.
+
+A forager decides about seven times in a whole run (sleep until the shift, walk to the patch, take
+the seed, walk to the larder, store it, walk home, sleep), whatever the size of the warren: the
+policy does O(1) work per decision and keeps four fields (``__slots__``, so 100,000 of them stay small).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+NOTES = re.compile(r"burrow is (\S+)\. .* patch at (\S+)\. Your shift starts at t=(\d+) ms")
+FOREVER = 2**40  # ms: sleep out the rest of the run (the larder filling ends it)
+
+
+class Forager:
+    __slots__ = ("burrow", "patch", "shift", "stored")
+
+    def __init__(self, notes: str) -> None:
+        found = NOTES.search(notes)
+        if found is None:
+            raise ValueError(f"forager notes without burrow, patch and shift: {notes!r}")
+        self.burrow, self.patch, self.shift = found.group(1), found.group(2), int(found.group(3))
+        self.stored = False
+
+    def decide(self, obs: Any) -> dict[str, Any]:
+        o = obs.observation
+        if o["busy"]:
+            return {"noop": True}  # walking: let it finish
+        you = o["you"]
+        seeds = [i["id"] for i in you["inventory"] if i["kind"] == "seed"]
+        if seeds:
+            if you["place"] == "larder":
+                self.stored = True
+                return {"action": "store", "args": {"structure": "larder", "item": seeds[0]}}
+            return {"action": "move_to", "args": {"dest": "larder"}}
+        if self.stored or o["objectives"][0]["status"] != "pending":
+            if you["cell"] != self.burrow:
+                return {"action": "move_to", "args": {"dest": self.burrow}}
+            return {"sleep_ms": FOREVER}
+        if obs.time < self.shift:
+            return {"sleep_ms": self.shift - obs.time}
+        here = [i["id"] for i in o["place"]["items"] if i["kind"] == "seed"]
+        if here:
+            return {"action": "take", "args": {"item": here[0]}}
+        if you["cell"] != self.patch:
+            return {"action": "move_to", "args": {"dest": self.patch}}
+        return {"sleep_ms": FOREVER}  # the patch is empty (someone took the seed): nothing to do
+
+
+def make_policy(agent_id: str, role: str, briefing: dict[str, Any]) -> Any:
+    return Forager(briefing["notes"])
+
+
+def score(summary: dict[str, Any], sim: Any) -> float:
+    """Seeds in the larder (the objective's target is the number of foragers)."""
+    return float(sim.world.structures["larder"].fields["food"])

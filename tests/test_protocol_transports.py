@@ -1,0 +1,347 @@
+"""warren-agent/0's agent-side rules, run over HTTP long-poll and over the WebSocket binding alike.
+
+In-process app, autojump clock (warped time). The tests speak through ``transports.py``, one API
+for both transports, so every rule is checked twice without a copied test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import trio
+from server_helpers import served
+from transports import HttpAgent, transport, ws_agent
+
+TAKE = {"action": "take", "args": {"item": "toolbox-1"}}
+KINDS = ["http", "ws"]
+
+
+def cmd(cid: str, oid: str, **decision):
+    return {"command_id": cid, "observation_id": oid, **(decision or TAKE)}
+
+
+async def _started(api, agent, **body):
+    body.setdefault("controlled_agents", ["engineer-1"])
+    run = await api.create(**body)
+    status, claim = await agent.claim(run)
+    assert status == 200, claim
+    status, env = await agent.poll(run, claim["lease"])
+    assert status == 200, env
+    return run, claim["lease"], env
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_worked_example(autojump_clock, tmp_path, kind):
+    """Claim, briefing (hash checks), envelope engineer-1#0 'start', take accepted pending, duplicate, outcome."""
+    async with served(tmp_path) as api, transport(kind, api) as agent:
+        run = await api.create(controlled_agents=["engineer-1"], npc_policy="solution", pace=None)
+        status, claim = await agent.claim(run)
+        assert status == 200 and claim["briefing_revision"] == 1
+        lease = claim["lease"]
+        status, b = await agent.briefing(run, lease)
+        body = {k: v for k, v in b.items() if k != "content_hash"}
+        canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        assert b["content_hash"] == "sha256:" + hashlib.sha256(canon).hexdigest()
+        status, env = await agent.poll(run, lease)
+        assert env["observation_id"] == "engineer-1#0" and env["reason"] == "start"
+        assert env["text"].startswith("[t=0s] You are Sam the engineer")
+        body = {"command_id": "c-7d21", "observation_id": "engineer-1#0", **TAKE}
+        status, receipt = await agent.submit(run, lease, body)
+        assert receipt == {"command_id": "c-7d21", "observation_id": "engineer-1#0", "status": "accepted",
+                           "detail": "", "outcome": "pending", "outcome_reason": ""}
+        status, dup = await agent.submit(run, lease, body)
+        assert dup["status"] == "duplicate" and dup["command_id"] == "c-7d21"
+        await trio.sleep(1)
+        status, polled = await agent.receipt(run, lease, "c-7d21")
+        assert polled["status"] == "accepted" and polled["outcome"] == "accepted"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_every_verdict_in_order(autojump_clock, tmp_path, kind):
+    """rejected (recorded, re-judged), accepted, duplicate with a differing body, stale, unknown observation, 422."""
+    async with served(tmp_path) as api, transport(kind, api) as agent:
+        run, lease, env = await _started(api, agent)
+        oid = env["observation_id"]
+        status, r = await agent.submit(run, lease, cmd("c1", oid, action="take", args={"item": "plank-9"}))
+        assert r["status"] == "rejected" and "choose one of ['toolbox-1']" in r["detail"] and r["outcome"] == "none"
+        assert [x for x in api.journal(run) if x["kind"] == "verdict"][-1]["status"] == "rejected"
+        status, r = await agent.submit(run, lease, cmd("c1", oid, sleep_ms="10"))
+        assert r["status"] == "rejected" and "sleep_ms" in r["detail"]
+        status, r = await agent.submit(run, lease, cmd("c1", oid, action=7))
+        assert r["status"] == "rejected" and "action must be a string" in r["detail"]
+        status, r = await agent.submit(run, lease, cmd("c1", oid))
+        assert r["status"] == "accepted" and r["outcome"] == "pending"
+        status, r = await agent.submit(run, lease, cmd("c1", oid, noop=True))
+        assert r["status"] == "duplicate" and "original command stands" in r["detail"]
+        status, r = await agent.submit(run, lease, cmd("c2", oid, noop=True))
+        assert r["status"] == "stale" and "already answered by command 'c1'" in r["detail"]
+        status, r = await agent.submit(run, lease, cmd("c3", "engineer-1#99", noop=True))
+        assert r["status"] == "rejected" and "unknown observation" in r["detail"]
+        before = len(api.journal(run))
+        for bad in ({"command_id": 7, "observation_id": oid, "noop": True},
+                    {"command_id": "c4", "observation_id": ["x"], "noop": True},
+                    {"observation_id": oid, "noop": True}):
+            status, p = await agent.submit(run, lease, bad)
+            assert status == 422 and ("command_id" in p["detail"] or "observation_id" in p["detail"])
+        assert len(api.journal(run)) == before
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_deadline_expiry_noop_and_next_wake(autojump_clock, tmp_path, kind):
+    """60 s default deadline: noop recorded; expired is judged before a malformed payload; next envelope follows."""
+    async with served(tmp_path) as api, transport(kind, api) as agent:
+        run, lease, env = await _started(api, agent)
+        t0 = trio.current_time()
+        status, _ = await agent.poll(run, lease, after=0, wait=59.5)
+        assert status == 204
+        status, nxt = await agent.poll(run, lease, after=0, wait=60)
+        assert status == 200 and nxt["seq"] == 1 and nxt["reason"] == "idle"
+        assert trio.current_time() - t0 >= 60
+        noop = [x for x in api.journal(run) if x["kind"] == "command" and x["observation_id"] == "engineer-1#0"]
+        assert noop[0]["command"] == {"noop": True} and noop[0]["source"] == "expired"
+        status, r = await agent.submit(run, lease, {"command_id": "late", "observation_id": "engineer-1#0",
+                                                    "sleep_ms": "soon", "noop": True})
+        assert r["status"] == "expired" and "decision deadline" in r["detail"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_decision_deadline_s_is_honored(autojump_clock, tmp_path, kind):
+    """decision_deadline_s=5: the observation expires after 5 s of clock time, not 60."""
+    async with served(tmp_path) as api, transport(kind, api) as agent:
+        run, lease, env = await _started(api, agent, decision_deadline_s=5)
+        t0 = trio.current_time()
+        status, _ = await agent.poll(run, lease, after=0, wait=4.9)
+        assert status == 204
+        await trio.sleep(0.2)
+        closed = [x for x in api.journal(run) if x["kind"] == "closed" and x["why"] == "expired"]
+        assert closed and closed[0]["observation_ids"] == ["engineer-1#0"] and trio.current_time() - t0 < 6
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_expired_because_run_ended_and_gone(autojump_clock, tmp_path, kind):
+    """After a cancel: commands get expired (run ended), polls and claims get 410 naming the status."""
+    async with served(tmp_path) as api, transport(kind, api) as agent:
+        run, lease, env = await _started(api, agent)
+        await api.call("DELETE", f"/v1/runs/{run}")
+        status, r = await agent.submit(run, lease, cmd("c1", env["observation_id"]))
+        assert r["status"] == "expired" and "run ended" in r["detail"]
+        status, p = await agent.poll(run, lease, after=0, wait=5)
+        assert status == 410 and "cancelled" in p["detail"]
+        status, p = await agent.claim(run)
+        assert status == 410 and "cancelled" in p["detail"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_unclaimed_agent_does_not_block_and_stale_after(autojump_clock, tmp_path, kind):
+    """Started unclaimed: noops recorded without blocking; later a command for a superseded observation is stale."""
+    async with served(tmp_path) as api, transport(kind, api) as agent:
+        run = await api.create(controlled_agents=["engineer-1"], pace=1)
+        await api.call("POST", f"/v1/runs/{run}/start")
+        await trio.sleep(10)
+        view = await api.run_view(run)
+        assert view["status"] == "running" and view["sim_time_ms"] > 0
+        sources = {x["source"] for x in api.journal(run) if x["kind"] == "command" and x["agent"] == "engineer-1"}
+        assert sources == {"unclaimed"}
+        status, claim = await agent.claim(run)
+        status, r = await agent.submit(run, claim["lease"], cmd("c1", "engineer-1#0"))
+        assert r["status"] == "stale" and "no client held the agent's lease" in r["detail"]
+        status, env = await agent.poll(run, claim["lease"], wait=60)
+        assert status == 200 and env["seq"] >= 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_lease_ttl_refresh_expiry_and_reclaim(autojump_clock, tmp_path, kind):
+    """Requests at 299 s keep the lease; 300 s of silence expires it; reclaim gets a fresh token, old gets 403."""
+    async with served(tmp_path) as api, transport(kind, api) as agent:
+        run, lease, env = await _started(api, agent, decision_deadline_s=10_000)
+        for _ in range(2):
+            await trio.sleep(299)
+            status, _ = await agent.briefing(run, lease)
+            assert status == 200
+        status, p = await agent.claim(run)
+        assert status == 409 and "held by another lease" in p["detail"]
+        await trio.sleep(300)
+        status, p = await agent.briefing(run, lease)
+        assert status == 403 and "expired" in p["detail"]
+        status, fresh = await agent.claim(run)
+        assert status == 200 and fresh["lease"] != lease
+        status, p = await agent.submit(run, lease, cmd("x", "engineer-1#0"))
+        assert status == 403
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_resume_release_and_refusals(autojump_clock, tmp_path, kind):
+    """Claim with the live token resumes and redelivers; 409 while held; release frees at once; 401/403/404/409."""
+    async with served(tmp_path) as api, transport(kind, api) as agent:
+        run, lease, env = await _started(api, agent)
+        status, same = await agent.claim(run, lease=lease)
+        assert status == 200 and same["lease"] == lease
+        status, redelivered = await agent.poll(run, lease, after=-1, wait=0)
+        assert redelivered == env
+        status, p = await agent.claim(run, lease="l-wrong")
+        assert status == 409
+        status, p = await agent.briefing(run, None)
+        assert status == 401 and "lease" in p["detail"]
+        status, p = await agent.briefing(run, "l-wrong")
+        assert status == 403
+        status, p = await agent.release(run, lease)
+        assert status == 200
+        status, p = await agent.briefing(run, lease)
+        assert status == 403
+        status, other = await agent.claim(run)
+        assert status == 200 and other["lease"] != lease
+        status, p = await agent.claim(run, "courier-1")
+        assert status == 409 and "not a controlled agent" in p["detail"]
+        status, p = await agent.claim(run, "nobody")
+        assert status == 404
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_crash_releases_waiters(autojump_clock, tmp_path, kind, monkeypatch):
+    """A run whose task raises ends crashed; a waiting poll gets 410 naming it; other runs go on."""
+    monkeypatch.setenv("WARREN_SCENARIOS", str(Path(__file__).parent / "scenarios"))
+    async with served(tmp_path) as api, transport(kind, api) as agent:
+        crashy = await api.create("crashy", 0, controlled_agents=["walker-1"])
+        status, claim = await agent.claim(crashy, "walker-1")
+        lease = claim["lease"]
+        after = -1
+        for i in range(5):
+            status, body = await agent.poll(crashy, lease, after=after, wait=60, agent="walker-1")
+            if status != 200:
+                break
+            after = body["seq"]
+            await agent.submit(crashy, lease, cmd(f"w{i}", body["observation_id"], sleep_ms=1000), agent="walker-1")
+        assert status == 410 and "crashed" in body["detail"]
+        view = await api.run_view(crashy)
+        assert view["status"] == "crashed" and "policy bug on purpose" in view["error"]
+
+
+async def test_a_lease_works_across_transports(autojump_clock, tmp_path):
+    """Claimed over HTTP, used over WS (poll, submit), and back over HTTP (duplicate, receipt)."""
+    async with served(tmp_path) as api:
+        http = HttpAgent(api)
+        run = await api.create(controlled_agents=["engineer-1"])
+        status, claim = await http.claim(run)
+        lease = claim["lease"]
+        async with ws_agent(api) as ws:
+            status, env = await ws.poll(run, lease)
+            assert status == 200 and env["observation_id"] == "engineer-1#0"
+            status, r = await ws.submit(run, lease, cmd("x1", env["observation_id"]))
+            assert r["status"] == "accepted"
+        status, r = await http.submit(run, lease, cmd("x1", env["observation_id"]))
+        assert r["status"] == "duplicate"
+        status, nxt = await http.poll(run, lease, after=0, wait=60)
+        assert status == 200 and nxt["seq"] == 1
+        async with ws_agent(api) as ws:
+            status, resumed = await ws.claim(run, lease=lease)
+            assert status == 200 and resumed["resumed"] is True and resumed["lease"] == lease
+            status, again = await ws.poll(run, lease, after=-1, wait=0)
+            assert again == nxt
+
+
+async def test_ws_reconnect_mid_decision_redelivers_and_retry_is_duplicate(autojump_clock, tmp_path):
+    """A WS client submits, loses the connection before reading the receipt, reconnects: redelivery + duplicate."""
+    async with served(tmp_path) as api:
+        run = await api.create(controlled_agents=["engineer-1"], decision_deadline_s=300)
+        async with ws_agent(api) as ws:
+            status, claim = await ws.claim(run)
+            lease = claim["lease"]
+            status, env = await ws.poll(run, lease)
+        async with ws_agent(api) as ws:  # reconnect: the outstanding envelope comes again
+            status, _ = await ws.claim(run, lease=lease)
+            status, again = await ws.poll(run, lease, after=-1, wait=0)
+            assert again == env
+            await ws.ws.send(json.dumps({"jsonrpc": "2.0", "id": 999, "method": "agent.submit", "params": {
+                "run_id": run, "agent_id": "engineer-1", "lease": lease, "command": cmd("r1", env["observation_id"])}}))
+        async with ws_agent(api) as ws:  # the receipt was lost with the connection: retry under the same id
+            status, _ = await ws.claim(run, lease=lease)
+            status, r = await ws.submit(run, lease, cmd("r1", env["observation_id"]))
+            assert r["status"] == "duplicate"
+        accepted = [x for x in api.journal(run) if x["kind"] == "verdict" and x["status"] == "accepted"]
+        assert [x["command_id"] for x in accepted] == ["r1"]
+
+
+async def test_ws_json_rpc_errors_never_crash(autojump_clock, tmp_path):
+    """-32700 parse error, -32600 batch and bad request, -32601 unknown method, -32602 bad params; then still alive."""
+    async with served(tmp_path) as api, ws_agent(api) as ws:
+        send = ws.ws.send
+        await send("{bad")
+        await send("[1, 2]")
+        await send(json.dumps({"jsonrpc": "1.0", "id": 1, "method": "ping"}))
+        await send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "agent.fly", "params": {}}))
+        await send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "agent.claim", "params": {"run_id": 5}}))
+        await send(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"origin_ns": "x"}}))
+        await trio.sleep(0.1)
+        codes = [f["error"]["code"] for f in ws.frames if "error" in f]
+        assert codes == [-32700, -32600, -32600, -32601, -32602, -32602]
+        assert all(f["error"].get("data", {}).get("detail") for f in ws.frames if "error" in f)
+        status, pong = await ws.call("ping", {"origin_ns": 123})
+        assert status == 200 and pong["origin_ns"] == 123 and {"receive_ns", "transmit_ns"} <= set(pong)
+
+
+async def test_ws_batches_envelopes_of_one_batch_and_submit_many(autojump_clock, tmp_path):
+    """Two agents on one connection waking together come in one 'observations' frame; submit_many judges each."""
+    async with served(tmp_path) as api, ws_agent(api) as ws:
+        run = await api.create(controlled_agents=["engineer-1", "courier-1"])
+        _, a = await ws.claim(run, "engineer-1")
+        _, b = await ws.claim(run, "courier-1")
+        await ws.poll(run, a["lease"], agent="engineer-1")
+        await ws.poll(run, b["lease"], agent="courier-1")
+        batched = [f for f in ws.frames if f.get("method") == "observations"]
+        assert batched and {e["agent_id"] for e in batched[0]["params"]["envelopes"]} == {"engineer-1", "courier-1"}
+        status, res = await ws.call("agent.submit_many", {"commands": [
+            {"run_id": run, "agent_id": "engineer-1", "lease": a["lease"], "command": cmd("m1", "engineer-1#0")},
+            {"run_id": run, "agent_id": "courier-1", "lease": b["lease"],
+             "command": {"command_id": "m2", "observation_id": "courier-1#0", "action": "fly"}},
+            {"run_id": run, "agent_id": "courier-1", "lease": "l-bad", "command": {}},
+        ]})
+        results = res["results"]
+        assert results[0]["receipt"]["status"] == "accepted"
+        assert results[1]["receipt"]["status"] == "rejected" and "unknown action" in results[1]["receipt"]["detail"]
+        assert results[2]["error"]["code"] == 403
+
+
+async def test_ws_subscribe_narrows_envelopes(autojump_clock, tmp_path):
+    """agent.subscribe with parts [you, affordances] sends envelopes with only those parts (plus identity)."""
+    async with served(tmp_path) as api, ws_agent(api) as ws:
+        run = await api.create(controlled_agents=["engineer-1"])
+        _, c = await ws.claim(run)
+        status, env = await ws.poll(run, c["lease"])
+        oid = env["observation_id"]
+        status, sub = await ws.call("agent.subscribe", {"run_id": run, "agent_id": "engineer-1",
+                                                        "lease": c["lease"], "parts": ["you", "affordances"]})
+        assert status == 200
+        await ws.submit(run, c["lease"], cmd("n1", oid))
+        status, nxt = await ws.poll(run, c["lease"], after=0, wait=60)
+        assert set(nxt) == {"run_id", "agent_id", "observation_id", "seq", "sim_time_ms", "reason", "deadline_unix",
+                            "briefing_revision", "observation", "affordances"}
+        assert set(nxt["observation"]) == {"you"}
+        status, p = await ws.call("agent.subscribe", {"run_id": run, "agent_id": "engineer-1", "lease": c["lease"],
+                                                      "parts": ["everything"]})
+        assert status == 400 and p["rpc"]["code"] == -32602
+
+
+async def test_ws_silent_peer_is_dropped_but_its_lease_lives(autojump_clock, tmp_path):
+    """A peer that never answers pings is closed after three heartbeat intervals; its lease still works over HTTP."""
+    async with served(tmp_path, heartbeat_s=5) as api:
+        run = await api.create(controlled_agents=["engineer-1"], decision_deadline_s=1000)
+        async with api.client.websocket("/v1/agent") as raw:
+            await raw.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "agent.claim",
+                                       "params": {"run_id": run, "agent_id": "engineer-1"}}))
+            lease = None
+            closed = None
+            with trio.move_on_after(60):
+                while True:
+                    try:
+                        msg = json.loads(await raw.receive())
+                    except Exception as exc:  # the server closed the socket
+                        closed = exc
+                        break
+                    if msg.get("id") == 1:
+                        lease = msg["result"]["lease"]
+            assert lease and closed is not None and closed.args[0] == 1001
+        status, _ = await HttpAgent(api).briefing(run, lease)
+        assert status == 200

@@ -1,0 +1,445 @@
+"""The sans-IO core of the SDK: every operation once, as a generator that yields what it needs done.
+
+An operation (``get_run``, ``claim``, ``next_observation``, ``submit`` ...) is a generator that yields
+:class:`Call` (send this HTTP request, send me the ``httpx.Response`` back, or throw the
+``httpx.TransportError`` into me) and :class:`Sleep` (pause), and returns its result. The trio client
+(:mod:`._async`) and the blocking client (:mod:`._sync`) are thin drivers of these generators, so both
+behave identically by construction: same retries, same de-duplication, same errors.
+
+Rules the operations implement (warren-agent/0 and DESIGN section 3):
+
+* Every request carries ``X-Warren-Protocol: warren-agent/0``; every successful response must carry it too,
+  be strict JSON, and fit the protocol model, else :class:`ProtocolError`.
+* Transport errors are retried (with backoff) only where a retry cannot do harm: reads, polls, start, cancel,
+  a claim that resumes a known lease, and ``submit``, whose retries reuse the *same* command_id (the server
+  answers an already accepted id with ``duplicate``: exactly-once acceptance). Creating a run and a fresh
+  claim are never retried (a retry could create a second run, or find the agent held by the lease whose
+  answer was lost).
+* Observations: a long-poll with ``after=<highest seq delivered>``; 204 means poll again; an envelope whose
+  seq was already delivered is dropped (at-least-once delivery, de-duplicated here) unless a redelivery was
+  asked for (:meth:`AgentState.redeliver`, armed by a resume), which polls with ``after=-1`` once.
+* The briefing is fetched once per revision and checked against its ``content_hash``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Generator, Iterable, Mapping
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import attrs
+import httpx
+
+from warren_sim.protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_HEADER, PROTOCOL_VERSION
+from warren_sim.protocol.converter import WireError, structure_or_error
+from warren_sim.protocol.models import TERMINAL_RUN_STATUSES, ClaimResponse, Receipt, RunView
+from warren_sim.protocol.strict_json import StrictJSONError, canonical_json, loads_strict
+
+from ._exceptions import (
+    BriefingHashMismatch,
+    LeaseError,
+    LeaseRejected,
+    NotFound,
+    ProtocolError,
+    RunEnded,
+    TransportError,
+    WaitTimeout,
+    error_for_status,
+)
+from ._models import Observation
+
+T = TypeVar("T")
+
+#: Outcomes after which a command's outcome can still change (``wait_outcome`` waits past them by default).
+PENDING_OUTCOMES = frozenset({"pending"})
+#: Receipt statuses that mean "the server has accepted this command" (``duplicate``: accepted earlier).
+SUCCESS_STATUSES = frozenset({"accepted", "duplicate"})
+
+
+@attrs.frozen
+class Call:
+    """One HTTP request to make. ``read_timeout`` overrides the client's (long-polls need wait + margin)."""
+
+    method: str
+    path: str
+    params: Mapping[str, str | int | float] = attrs.field(factory=dict)
+    json: Any = None
+    read_timeout: float | None = None
+
+    def describe(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+@attrs.frozen
+class Sleep:
+    """Pause for ``seconds`` before going on."""
+
+    seconds: float
+
+
+Op = Generator[Call | Sleep, Any, T]
+
+
+@attrs.frozen
+class RetryPolicy:
+    """How transport errors are retried: up to ``attempts`` more tries, pausing ``backoff * factor**n`` (at most
+    ``max_backoff``) seconds before try n+1."""
+
+    attempts: int = 4
+    backoff: float = 0.05
+    factor: float = 2.0
+    max_backoff: float = 1.0
+
+    def delay(self, attempt: int) -> float:
+        return min(self.max_backoff, self.backoff * self.factor**attempt)
+
+
+NO_RETRY = RetryPolicy(attempts=0)
+
+
+def headers() -> dict[str, str]:
+    """Headers sent with every request."""
+    return {PROTOCOL_HEADER: PROTOCOL_VERSION, "Accept": f"application/json, {PROBLEM_CONTENT_TYPE}"}
+
+
+def mint_command_id() -> str:
+    """A fresh command id: ``c-`` and 32 random hex digits (uuid4), unique for all practical purposes."""
+    return f"c-{uuid.uuid4().hex}"
+
+
+def _seg(value: str) -> str:
+    return quote(value, safe="")
+
+
+def agent_path(run_id: str, agent_id: str, tail: str = "") -> str:
+    return f"/v1/runs/{_seg(run_id)}/agents/{_seg(agent_id)}{tail}"
+
+
+# --------------------------------------------------------------------------------------------- responses
+
+
+def _problem_of(response: httpx.Response) -> dict[str, Any]:
+    ctype = response.headers.get("content-type", "").split(";")[0].strip()
+    if ctype in (PROBLEM_CONTENT_TYPE, "application/json"):
+        try:
+            data = loads_strict(response.content)
+        except StrictJSONError:
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("detail"), str):
+            return data
+    text = response.text.strip()[:500] or "(empty body)"
+    return {"type": "about:blank", "title": response.reason_phrase, "status": response.status_code,
+            "detail": f"the server answered {response.status_code} without a problem+json body: {text}"}
+
+
+def check(response: httpx.Response, call: Call, expect: Iterable[int]) -> httpx.Response:
+    """Raise the :class:`ServerError` for an error status, :class:`ProtocolError` for anything else amiss."""
+    status = response.status_code
+    if status >= 400:
+        raise error_for_status(status, _problem_of(response), call.describe())
+    expected = tuple(expect)
+    if status not in expected:
+        raise ProtocolError(f"{call.describe()} answered {status}; warren-agent/0 answers "
+                            f"{' or '.join(map(str, expected))} here")
+    sent = response.headers.get(PROTOCOL_HEADER)
+    if sent != PROTOCOL_VERSION:
+        raise ProtocolError(f"{call.describe()}: the response's {PROTOCOL_HEADER} header is {sent!r}, expected "
+                            f"{PROTOCOL_VERSION!r}; is this a warren-agent/0 server?")
+    return response
+
+
+def json_body(response: httpx.Response, call: Call) -> Any:
+    """The response body read as strict JSON (the server must send nothing Python's lenient reader allows)."""
+    ctype = response.headers.get("content-type", "").split(";")[0].strip()
+    if not ctype.endswith("json"):
+        raise ProtocolError(f"{call.describe()}: expected a JSON body, got content-type {ctype!r}")
+    try:
+        return loads_strict(response.content)
+    except StrictJSONError as exc:
+        raise ProtocolError(f"{call.describe()}: the body is not acceptable JSON: {exc}") from None
+
+
+def model(data: Any, cls: type[T], call: Call) -> T:
+    try:
+        return structure_or_error(data, cls)
+    except WireError as exc:
+        raise ProtocolError(f"{call.describe()}: the body does not fit {getattr(cls, 'WIRE_NAME', cls)}: "
+                            f"{exc}") from None
+
+
+def exchange(call: Call, expect: Iterable[int] = (200,), retry: RetryPolicy = NO_RETRY) -> Op[httpx.Response]:
+    """Send ``call`` (retrying transport errors per ``retry``) and check the response."""
+    attempt = 0
+    while True:
+        try:
+            response = yield call
+        except httpx.TransportError as exc:
+            if attempt >= retry.attempts:
+                tries = f" (after {attempt + 1} tries)" if attempt else ""
+                raise TransportError(f"{call.describe()} failed{tries}: {type(exc).__name__}: {exc}") from exc
+            yield Sleep(retry.delay(attempt))
+            attempt += 1
+            continue
+        return check(response, call, expect)
+
+
+# --------------------------------------------------------------------------------------------- runs
+
+
+def get_json(path: str, retry: RetryPolicy) -> Op[Any]:
+    call = Call("GET", path)
+    response = yield from exchange(call, retry=retry)
+    return json_body(response, call)
+
+
+def run_op(method: str, path: str, retry: RetryPolicy, expect: int = 200, **kw: Any) -> Op[RunView]:
+    call = Call(method, path, **kw)
+    response = yield from exchange(call, (expect,), retry)
+    return model(json_body(response, call), RunView, call)
+
+
+def create_run(scenario: str, seed: int, body: dict[str, Any]) -> Op[RunView]:
+    return (yield from run_op("POST", "/v1/runs", NO_RETRY, 201, params={"scenario": scenario, "seed": seed},
+                              json=body))
+
+
+def list_runs(retry: RetryPolicy) -> Op[list[RunView]]:
+    call = Call("GET", "/v1/runs")
+    response = yield from exchange(call, retry=retry)
+    data = json_body(response, call)
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+        raise ProtocolError(f"{call.describe()}: expected an object with a 'runs' array")
+    return [model(item, RunView, call) for item in data["runs"]]
+
+
+def wait_run_ended(run_id: str, retry: RetryPolicy, poll_interval: float, timeout: float | None) -> Op[RunView]:
+    waited = 0.0
+    while True:
+        view = yield from run_op("GET", f"/v1/runs/{_seg(run_id)}", retry)
+        if view.status in TERMINAL_RUN_STATUSES:
+            return view
+        if timeout is not None and waited >= timeout:
+            raise WaitTimeout(f"{run_id} is still {view.status} after about {timeout:g} s of polling")
+        yield Sleep(poll_interval)
+        waited += poll_interval
+
+
+# --------------------------------------------------------------------------------------------- agents
+
+
+@attrs.define(eq=False)
+class AgentState:
+    """What the SDK remembers about one claimed agent (shared by its sync and async handles)."""
+
+    run_id: str
+    agent_id: str
+    lease: str
+    briefing_revision: int
+    resumed: bool = False
+    #: Highest seq handed to the caller; polls ask for ``after`` it.
+    delivered_seq: int = -1
+    #: When set, the next poll asks for ``after=-1`` and hands out the outstanding envelope even if seen.
+    redelivery: bool = False
+    briefing: dict[str, Any] | None = None
+    #: The run's terminal status once the SDK has seen it end (410), else None.
+    run_status: str | None = None
+    released: bool = False
+    detached: bool = False
+
+    def redeliver(self) -> None:
+        """Make the next poll hand out the outstanding envelope again, even if it was delivered already."""
+        self.redelivery = True
+
+    def path(self, tail: str) -> str:
+        return agent_path(self.run_id, self.agent_id, tail)
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"lease": self.lease}
+
+
+def _ended(exc: RunEnded, run_id: str, retry: RetryPolicy) -> Op[RunEnded]:
+    """Fill in the terminal status of a 410 whose detail did not name it, from the run itself."""
+    if exc.status is None:
+        try:
+            view = yield from run_op("GET", f"/v1/runs/{_seg(run_id)}", retry)
+        except Exception:  # noqa: BLE001 - best effort: the 410 itself is the answer
+            return exc
+        if view.status in TERMINAL_RUN_STATUSES:
+            exc.status = view.status
+    return exc
+
+
+def claim(run_id: str, agent_id: str, lease: str | None, retry: RetryPolicy) -> Op[AgentState]:
+    params = {"lease": lease} if lease else {}
+    call = Call("POST", agent_path(run_id, agent_id, "/claim"), params=params)
+    try:
+        # Resuming a known lease is idempotent; a fresh claim whose answer is lost would leave the agent held
+        # by a token we never saw, so it is not retried.
+        response = yield from exchange(call, retry=retry if lease else NO_RETRY)
+    except RunEnded as exc:
+        raise (yield from _ended(exc, run_id, retry)) from None
+    got = model(json_body(response, call), ClaimResponse, call)
+    return AgentState(run_id, agent_id, got.lease, got.briefing_revision, resumed=bool(lease) and got.lease == lease)
+
+
+def resume(state: AgentState, retry: RetryPolicy) -> Op[None]:
+    """Claim again with the saved lease (after a reconnect) and arm the redelivery of the outstanding envelope."""
+    fresh = yield from claim(state.run_id, state.agent_id, state.lease, retry)
+    # A lease that expired meanwhile is replaced by a fresh token: the agent is ours again all the same.
+    state.resumed = fresh.lease == state.lease
+    state.lease = fresh.lease
+    state.briefing_revision = max(state.briefing_revision, fresh.briefing_revision)
+    state.released = False
+    state.redeliver()
+
+
+def briefing_hash(briefing: Mapping[str, Any]) -> str:
+    """``sha256:`` + hex digest of the briefing's canonical JSON without its ``content_hash`` member."""
+    body = {k: v for k, v in briefing.items() if k != "content_hash"}
+    return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
+
+
+def get_briefing(state: AgentState, retry: RetryPolicy, revision: int | None = None) -> Op[dict[str, Any]]:
+    wanted = max(revision or 0, state.briefing_revision)
+    cached = state.briefing
+    if cached is not None and cached.get("revision", 0) >= wanted:
+        return cached
+    call = Call("GET", state.path("/briefing"), params=state.auth)
+    response = yield from exchange(call, retry=retry)
+    data = json_body(response, call)
+    if not isinstance(data, dict):
+        raise ProtocolError(f"{call.describe()}: the briefing must be a JSON object")
+    given, computed = data.get("content_hash"), briefing_hash(data)
+    if given != computed:
+        raise BriefingHashMismatch(f"{call.describe()}: content_hash is {given!r} but the briefing's canonical "
+                                   f"JSON hashes to {computed!r}")
+    rev = data.get("revision")
+    if not isinstance(rev, int) or isinstance(rev, bool) or rev < 1:
+        raise ProtocolError(f"{call.describe()}: revision must be an integer >= 1, got {rev!r}")
+    state.briefing = data
+    state.briefing_revision = max(state.briefing_revision, rev)
+    return data
+
+
+def poll(state: AgentState, wait: float, retry: RetryPolicy) -> Op[Observation | None]:
+    """One long-poll: an observation not yet delivered, or None (204, or a redelivery that was dropped)."""
+    redelivery = state.redelivery
+    after = -1 if redelivery else state.delivered_seq
+    call = Call("GET", state.path("/observations"), params={"after": after, "wait": wait, **state.auth},
+                read_timeout=wait + 15.0)
+    try:
+        response = yield from exchange(call, (200, 204), retry)
+    except RunEnded as exc:
+        exc = yield from _ended(exc, state.run_id, retry)
+        state.run_status = exc.status or "ended"
+        raise exc from None
+    state.redelivery = False
+    if response.status_code == 204:
+        return None
+    obs = model(json_body(response, call), Observation, call)
+    if obs.agent_id != state.agent_id or obs.run_id != state.run_id:
+        raise ProtocolError(f"{call.describe()}: got an envelope for {obs.run_id}/{obs.agent_id}")
+    if obs.seq <= after:
+        raise ProtocolError(f"{call.describe()}: asked for seq > {after}, got seq {obs.seq}")
+    if obs.seq <= state.delivered_seq and not redelivery:
+        return None  # at-least-once delivery: already handed out
+    state.delivered_seq = max(state.delivered_seq, obs.seq)
+    return obs
+
+
+def next_observation(state: AgentState, wait: float, retry: RetryPolicy, idle_pause: float = 0.05
+                     ) -> Op[Observation]:
+    while True:
+        obs = yield from poll(state, wait, retry)
+        if obs is not None:
+            return obs
+        if wait <= 0:
+            yield Sleep(idle_pause)  # a zero-wait poll would otherwise spin
+
+
+def command_body(observation: Any, command: Mapping[str, Any], command_id: str | None) -> dict[str, Any]:
+    """``{command_id, observation_id, ...command}``; the id is minted unless given here or in ``command``."""
+    if not isinstance(command, Mapping):
+        raise TypeError(f"a command is a mapping such as {{'action': 'take', 'args': {{...}}}}, "
+                        f"{{'sleep_ms': 1000}} or {{'noop': True}}, got {type(command).__name__}")
+    observation_id = observation if isinstance(observation, str) else observation.observation_id
+    body = dict(command)
+    cid = command_id or body.pop("command_id", None) or mint_command_id()
+    body.pop("command_id", None)
+    body.pop("observation_id", None)
+    return {"command_id": cid, "observation_id": observation_id, **body}
+
+
+def submit(state: AgentState, body: dict[str, Any], retry: RetryPolicy) -> Op[Receipt]:
+    """POST the command; transport errors are retried with the same command_id, so an acceptance whose answer
+    was lost comes back as ``duplicate`` (the original receipt) instead of a second acceptance."""
+    call = Call("POST", state.path("/commands"), params=state.auth, json=body)
+    try:
+        response = yield from exchange(call, retry=retry)
+    except RunEnded as exc:
+        exc = yield from _ended(exc, state.run_id, retry)
+        state.run_status = exc.status or "ended"
+        raise exc from None
+    receipt = model(json_body(response, call), Receipt, call)
+    if receipt.command_id != body["command_id"]:
+        raise ProtocolError(f"{call.describe()}: the receipt is for {receipt.command_id!r}, "
+                            f"not {body['command_id']!r}")
+    return receipt
+
+
+def get_receipt(state: AgentState, command_id: str, retry: RetryPolicy) -> Op[Receipt]:
+    call = Call("GET", state.path(f"/commands/{_seg(command_id)}"), params=state.auth)
+    response = yield from exchange(call, retry=retry)
+    return model(json_body(response, call), Receipt, call)
+
+
+def wait_outcome(state: AgentState, command_id: str, until: Iterable[str] | None, retry: RetryPolicy,
+                 poll_interval: float, timeout: float | None) -> Op[Receipt]:
+    """Poll the receipt until its outcome is in ``until`` (default: anything but ``pending``)."""
+    wanted = None if until is None else frozenset(until)
+    waited = 0.0
+    while True:
+        receipt = yield from get_receipt(state, command_id, retry)
+        done = receipt.outcome not in PENDING_OUTCOMES if wanted is None else receipt.outcome in wanted
+        if done or (receipt.status not in SUCCESS_STATUSES):
+            return receipt
+        if timeout is not None and waited >= timeout:
+            raise WaitTimeout(f"command {command_id!r} still has outcome {receipt.outcome!r} after about "
+                              f"{timeout:g} s of polling")
+        yield Sleep(poll_interval)
+        waited += poll_interval
+
+
+def release(state: AgentState, retry: RetryPolicy) -> Op[None]:
+    """Free the agent. A retry that finds the lease gone (403) means the first try got through."""
+    call = Call("POST", state.path("/release"), params=state.auth)
+    attempt = 0
+    while True:
+        try:
+            response = yield call
+        except httpx.TransportError as exc:
+            if attempt >= retry.attempts:
+                raise TransportError(f"{call.describe()} failed: {type(exc).__name__}: {exc}") from exc
+            yield Sleep(retry.delay(attempt))
+            attempt += 1
+            continue
+        try:
+            check(response, call, (200,))
+        except LeaseRejected:
+            if attempt == 0:
+                raise
+        break
+    state.released = True
+
+
+def released_quietly(state: AgentState, retry: RetryPolicy) -> Op[None]:
+    """Release on leaving a ``with`` block: nothing to do if already released, detached or the run is gone."""
+    if state.released or state.detached:
+        return
+    try:
+        yield from release(state, retry)
+    except (RunEnded, LeaseError, NotFound, TransportError, ProtocolError):
+        state.released = True  # best effort: the lease is gone, or will expire on its own

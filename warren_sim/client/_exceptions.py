@@ -1,0 +1,157 @@
+"""Exceptions of the warren-agent/0 client SDK.
+
+The hierarchy (catch a branch to handle all of it)::
+
+    WarrenError
+    ├── TransportError              the request never completed (connection refused or dropped, timeout) even
+    │                               after the SDK's retries; ``__cause__`` is the httpx exception
+    ├── ProtocolError               the server answered, but not as warren-agent/0 says: a response without
+    │   │                           ``X-Warren-Protocol: warren-agent/0``, a body that is not strict JSON or
+    │   │                           not the documented shape, a status the endpoint never answers
+    │   └── BriefingHashMismatch    the briefing's ``content_hash`` is not the sha256 of its canonical JSON
+    ├── ServerError                 the server refused the request with an ``application/problem+json`` error;
+    │   │                           ``status_code``, ``problem`` (the body), ``detail`` (what to do about it)
+    │   ├── BadRequest              400  bad query parameter or body
+    │   ├── LeaseError                   the lease does not authorize this request
+    │   │   ├── LeaseRequired       401  no lease was sent
+    │   │   └── LeaseRejected       403  wrong, released or expired lease: claim the agent again
+    │   ├── NotFound                404  unknown run, agent, command, scenario
+    │   ├── Conflict                409  protocol mismatch, agent held by another lease, agent not controlled
+    │   ├── RunEnded                410  the run has ended; ``status`` is its terminal status
+    │   ├── PayloadTooLarge         413
+    │   ├── UnprocessableCommand    422  command_id/observation_id not strings: the command cannot be
+    │   │                                deduplicated, so the server did not judge it
+    │   └── InternalServerError     5xx  a bug in the server
+    └── WaitTimeout                 ``wait_outcome``/``wait_run_ended`` gave up (also a ``TimeoutError``)
+
+Verdicts are not exceptions: a ``rejected``, ``stale`` or ``expired`` receipt is an ordinary answer (HTTP 200)
+that says why; ``duplicate`` is success (the command had been accepted; the receipt is the original's).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = [
+    "BadRequest",
+    "BriefingHashMismatch",
+    "Conflict",
+    "InternalServerError",
+    "LeaseError",
+    "LeaseRejected",
+    "LeaseRequired",
+    "NotFound",
+    "PayloadTooLarge",
+    "ProtocolError",
+    "RunEnded",
+    "ServerError",
+    "TransportError",
+    "UnprocessableCommand",
+    "WaitTimeout",
+    "WarrenError",
+    "error_for_status",
+]
+
+
+class WarrenError(Exception):
+    """Base class of every exception the SDK raises."""
+
+
+class TransportError(WarrenError):
+    """The request could not be completed (after the SDK's retries, where it retries); see ``__cause__``."""
+
+
+class ProtocolError(WarrenError):
+    """The server's answer breaks warren-agent/0 (a wrong header, body, shape or status)."""
+
+
+class BriefingHashMismatch(ProtocolError):
+    """The briefing's ``content_hash`` does not match its content: it was altered or built wrongly."""
+
+
+class WaitTimeout(WarrenError, TimeoutError):
+    """A ``wait_*`` call gave up before the awaited state came."""
+
+
+class ServerError(WarrenError):
+    """The server refused the request with a problem+json body.
+
+    ``status_code`` is the HTTP status, ``problem`` the RFC 9457 body (``type, title, status, detail``),
+    ``detail`` its teaching text, ``request`` a short ``"METHOD /path"``.
+    """
+
+    def __init__(self, status_code: int, problem: dict[str, Any], request: str = "") -> None:
+        self.status_code = status_code
+        self.problem = problem
+        self.detail = str(problem.get("detail", ""))
+        self.request = request
+        where = f" ({request})" if request else ""
+        super().__init__(f"{status_code} {problem.get('title', '')}{where}: {self.detail}")
+
+
+class BadRequest(ServerError):
+    """400: a query parameter or the body is not acceptable."""
+
+
+class LeaseError(ServerError):
+    """401/403: the lease does not authorize this request."""
+
+
+class LeaseRequired(LeaseError):
+    """401: the request carried no lease."""
+
+
+class LeaseRejected(LeaseError):
+    """403: the lease token is wrong, released or expired; claim the agent again."""
+
+
+class NotFound(ServerError):
+    """404: no such run, agent, command, scenario or schema."""
+
+
+class Conflict(ServerError):
+    """409: protocol mismatch, the agent is held by another live lease, or it is not a controlled agent."""
+
+
+_TERMINAL = re.compile(r"\bstatus (completed|failed|cancelled|crashed)\b")
+
+
+class RunEnded(ServerError):
+    """410: the run has ended. ``status`` is its terminal status (``completed``, ``failed``, ``cancelled``,
+    ``crashed``), read from the problem detail, or from the run itself when the detail does not say."""
+
+    def __init__(self, status_code: int, problem: dict[str, Any], request: str = "") -> None:
+        super().__init__(status_code, problem, request)
+        match = _TERMINAL.search(self.detail)
+        self.status: str | None = match.group(1) if match else None
+
+
+class PayloadTooLarge(ServerError):
+    """413: the body is larger than the server accepts."""
+
+
+class UnprocessableCommand(ServerError):
+    """422: the command's ids are not strings, so the server could not judge (or deduplicate) it."""
+
+
+class InternalServerError(ServerError):
+    """5xx: the server failed; this is a server bug, not the client's fault."""
+
+
+_BY_STATUS: dict[int, type[ServerError]] = {
+    400: BadRequest,
+    401: LeaseRequired,
+    403: LeaseRejected,
+    404: NotFound,
+    409: Conflict,
+    410: RunEnded,
+    413: PayloadTooLarge,
+    422: UnprocessableCommand,
+}
+
+
+def error_for_status(status_code: int, problem: dict[str, Any], request: str = "") -> ServerError:
+    """The exception for an error status: the class of the table above, ``ServerError`` for the rest."""
+    cls = _BY_STATUS.get(status_code) or (InternalServerError if status_code >= 500 else ServerError)
+    return cls(status_code, problem, request)
