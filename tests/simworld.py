@@ -84,6 +84,7 @@ def play(sim: Simulation, commands: dict[str, dict[str, Any]] | None = None, *, 
     woken = [o.agent_id for o in batch.observations]
     assert set(commands) <= set(woken), f"commands for {sorted(set(commands) - set(woken))}, woken: {woken}"
     for obs in batch.observations:
+        obs.observation, obs.affordances  # noqa: B018 - read before adjudication (observations are lazy)
         command = commands.get(obs.agent_id, NOOP)
         if check:
             err = sim.validate(obs.agent_id, command)

@@ -6,8 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 # The console script users run, installed next to this interpreter (``pip install -e .``).
 WARREN = Path(sys.executable).parent / "warren"

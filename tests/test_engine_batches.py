@@ -16,6 +16,8 @@ def _contest(seed: int):
     batch = sim.advance()
     assert batch is not None
     observations = {o.agent_id: o for o in batch.observations}
+    for o in batch.observations:
+        o.observation  # noqa: B018 - observations are lazy: read them before adjudication
     for aid in ("alice", "bob"):
         assert sim.validate(aid, TAKE) is None
         sim.answer(aid, TAKE)
@@ -55,6 +57,19 @@ def test_observations_of_a_batch_are_built_before_any_answer_applies() -> None:
         {"id": "hammer-1", "kind": "hammer", "name": "a hammer"}]
     carol_next = obs_of(play(sim), "carol")
     assert carol_next.observation["place"]["items"] == []
+
+
+def test_an_observation_first_read_after_adjudication_refuses() -> None:
+    """Observations are built lazily; one never read before its batch was adjudicated raises, never lies."""
+    from warren_sim.engine.perception import StaleObservation
+
+    sim = make_sim(items=[item("hammer-1", "yard")])
+    batch = sim.advance()
+    for o in batch.observations:
+        sim.answer(o.agent_id, TAKE if o.agent_id == "alice" else {"noop": True})
+    sim.adjudicate()
+    with pytest.raises(StaleObservation, match="before answering"):
+        batch.observations[0].observation  # noqa: B018
 
 
 def test_validation_uses_the_snapshot_not_other_answers() -> None:

@@ -24,12 +24,21 @@ def register(sub: Any) -> None:
                    help="clock rate: every deadline and timeout passes RATE times faster (default 1)")
     p.add_argument("--data-dir", type=Path, default=Path("warren-data"), help="where run journals are written")
     p.add_argument("--max-wait", type=float, default=60.0, help="cap of a long-poll's wait (seconds)")
+    p.add_argument("--max-polls-per-lease", type=int, default=4,
+                   help="concurrent long-polls per lease; more get 429 (default 4)")
+    p.add_argument("--max-spectators", type=int, default=64,
+                   help="concurrent spectator streams per run; more get 429 (default 64)")
+    p.add_argument("--max-runs", type=int, default=64,
+                   help="live (created or running) runs per server; more get 429 (default 64)")
+    p.add_argument("--max-agents", type=int, default=100_000,
+                   help="agents per run; bigger worlds are refused with 400 (default 100000)")
     p.set_defaults(func=cmd_serve)
 
 
 async def serve_main(args: argparse.Namespace) -> None:
     config = ServerConfig(lease_ttl=args.lease_ttl, data_dir=args.data_dir, max_wait_s=args.max_wait,
-                          rate=args.rate)
+                          rate=args.rate, max_polls_per_lease=args.max_polls_per_lease,
+                          max_spectators=args.max_spectators, max_runs=args.max_runs, max_agents=args.max_agents)
     if not is_loopback(args.host):
         print(f"warning: binding {args.host} exposes WARREN beyond this machine; anyone who can reach it can "
               "create and cancel runs", file=sys.stderr, flush=True)
@@ -59,6 +68,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if args.rate <= 0 or args.lease_ttl <= 0 or args.max_wait < 0:
         raise UsageError("--rate and --lease-ttl must be > 0 and --max-wait >= 0")
+    caps = ("max_polls_per_lease", "max_spectators", "max_runs", "max_agents")
+    small = [f"--{c.replace('_', '-')}" for c in caps if getattr(args, c) < 1]
+    if small:
+        raise UsageError(f"{', '.join(small)} must be >= 1")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0..65535, got {args.port}")
     try:

@@ -109,12 +109,27 @@ def mint_command_id() -> str:
     return f"c-{uuid.uuid4().hex}"
 
 
-def _seg(value: str) -> str:
+def quote_segment(value: str) -> str:
     return quote(value, safe="")
 
 
 def agent_path(run_id: str, agent_id: str, tail: str = "") -> str:
-    return f"/v1/runs/{_seg(run_id)}/agents/{_seg(agent_id)}{tail}"
+    return f"/v1/runs/{quote_segment(run_id)}/agents/{quote_segment(agent_id)}{tail}"
+
+
+def _timeout(http: httpx.AsyncClient | httpx.Client, call: Call) -> httpx.Timeout:
+    base = http.timeout
+    if call.read_timeout is None or base.read is None:
+        return base
+    return httpx.Timeout(connect=base.connect, read=max(base.read, call.read_timeout), write=base.write,
+                         pool=base.pool)
+
+
+def request_kwargs(http: httpx.AsyncClient | httpx.Client, call: Call) -> dict[str, Any]:
+    kw: dict[str, Any] = {"params": dict(call.params), "headers": headers(), "timeout": _timeout(http, call)}
+    if call.json is not None:
+        kw["json"] = call.json
+    return kw
 
 
 # --------------------------------------------------------------------------------------------- responses
@@ -217,7 +232,7 @@ def list_runs(retry: RetryPolicy) -> Op[list[RunView]]:
 def wait_run_ended(run_id: str, retry: RetryPolicy, poll_interval: float, timeout: float | None) -> Op[RunView]:
     waited = 0.0
     while True:
-        view = yield from run_op("GET", f"/v1/runs/{_seg(run_id)}", retry)
+        view = yield from run_op("GET", f"/v1/runs/{quote_segment(run_id)}", retry)
         if view.status in TERMINAL_RUN_STATUSES:
             return view
         if timeout is not None and waited >= timeout:
@@ -264,7 +279,7 @@ def _ended(exc: RunEnded, run_id: str, retry: RetryPolicy) -> Op[RunEnded]:
     """Fill in the terminal status of a 410 whose detail did not name it, from the run itself."""
     if exc.status is None:
         try:
-            view = yield from run_op("GET", f"/v1/runs/{_seg(run_id)}", retry)
+            view = yield from run_op("GET", f"/v1/runs/{quote_segment(run_id)}", retry)
         except Exception:  # noqa: BLE001 - best effort: the 410 itself is the answer
             return exc
         if view.status in TERMINAL_RUN_STATUSES:
@@ -391,7 +406,7 @@ def submit(state: AgentState, body: dict[str, Any], retry: RetryPolicy) -> Op[Re
 
 
 def get_receipt(state: AgentState, command_id: str, retry: RetryPolicy) -> Op[Receipt]:
-    call = Call("GET", state.path(f"/commands/{_seg(command_id)}"), params=state.auth)
+    call = Call("GET", state.path(f"/commands/{quote_segment(command_id)}"), params=state.auth)
     response = yield from exchange(call, retry=retry)
     return model(json_body(response, call), Receipt, call)
 
@@ -443,3 +458,62 @@ def released_quietly(state: AgentState, retry: RetryPolicy) -> Op[None]:
         yield from release(state, retry)
     except (RunEnded, LeaseError, NotFound, TransportError, ProtocolError):
         state.released = True  # best effort: the lease is gone, or will expire on its own
+
+
+class AgentHandleBase:
+    """What the sync and async agent handles share: their state, read through properties."""
+
+    _state: AgentState
+
+    @property
+    def run_id(self) -> str:
+        return self._state.run_id
+
+    @property
+    def agent_id(self) -> str:
+        return self._state.agent_id
+
+    @property
+    def lease(self) -> str:
+        """The lease token: save it to resume this agent later (``claim(..., lease=token)``)."""
+        return self._state.lease
+
+    @property
+    def resumed(self) -> bool:
+        """True when the claim resumed a live lease (same token) rather than starting a new one."""
+        return self._state.resumed
+
+    @property
+    def briefing_revision(self) -> int:
+        return self._state.briefing_revision
+
+    @property
+    def delivered_seq(self) -> int:
+        """Highest observation seq handed out so far (-1: none)."""
+        return self._state.delivered_seq
+
+    @property
+    def run_status(self) -> str | None:
+        """The run's terminal status once the SDK has seen it end (a 410), else None."""
+        return self._state.run_status
+
+    def redeliver(self) -> None:
+        """Make the next poll hand out the outstanding envelope again even if it was already delivered."""
+        self._state.redeliver()
+
+    def detach(self) -> str:
+        """Keep the lease when the ``with`` block ends (no release); return the token to resume with later."""
+        self._state.detached = True
+        return self._state.lease
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} {self.run_id}/{self.agent_id} seq={self.delivered_seq}"
+                f"{' ended ' + self.run_status if self.run_status else ''}>")
+
+
+def run_create_body(controlled_agents: Iterable[str], npc_policy: str, pace: float | None,
+                    decision_deadline_s: float, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    if isinstance(controlled_agents, str):
+        raise TypeError("controlled_agents is a list of agent ids, not one string")
+    return {"controlled_agents": list(controlled_agents), "npc_policy": npc_policy, "pace": pace,
+            "decision_deadline_s": decision_deadline_s, "params": dict(params or {})}

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from .world import Agent, cell_name
 
 if TYPE_CHECKING:
@@ -22,19 +20,59 @@ MAX_SUGGESTIONS = 5
 TELL_CHOICES_LIMIT = 64
 
 
-@attrs.define(eq=False)
-class Observation:
-    """One wake of one agent: what the engine hands to a policy or a remote client."""
+class StaleObservation(RuntimeError):
+    """An observation was read for the first time after its batch was adjudicated."""
 
-    agent_id: str
-    observation_id: str
-    seq: int
-    time: int
-    reason: str
-    observation: dict[str, Any]
-    affordances: list[dict[str, Any]]
-    name: str = ""
-    _text: str | None = None
+
+class Observation:
+    """One wake of one agent: what the engine hands to a policy or a remote client.
+
+    Built lazily: the observation object, the affordances and the text are made on first access,
+    and the choices a command is validated against only when asked. The world does not change
+    between a batch's ``advance()`` and its ``adjudicate()``, so a lazy view is the same view;
+    reading it for the first time after adjudication raises ``StaleObservation`` instead of
+    showing a later world.
+    """
+
+    __slots__ = ("_affordances", "_agent", "_batch", "_captured", "_choices", "_observation", "_sim", "_text",
+                 "agent_id", "name", "observation_id", "reason", "seq", "time")
+
+    def __init__(self, sim: Simulation, agent: Agent, reason: str) -> None:
+        self._sim, self._agent, self._batch = sim, agent, sim.batch_no
+        self.agent_id, self.name, self.seq, self.time, self.reason = agent.id, agent.name, agent.seq, sim.time, reason
+        self.observation_id = f"{agent.id}#{agent.seq}"
+        self._captured = (agent.messages, agent.messages_dropped, agent.events, agent.events_dropped)
+        agent.messages, agent.events = [], []
+        agent.messages_dropped = agent.events_dropped = 0
+        self._observation: dict[str, Any] | None = None
+        self._affordances: list[dict[str, Any]] | None = None
+        self._choices: tuple[dict[str, dict[str, list[str] | None]], dict[str, str]] | None = None
+        self._text: str | None = None
+
+    def _check_fresh(self) -> None:
+        if self._sim.batch_no != self._batch:
+            raise StaleObservation(f"{self.observation_id} was first read after its batch was adjudicated; "
+                                   "read an observation before answering it")
+
+    def choices(self) -> tuple[dict[str, dict[str, list[str] | None]], dict[str, str]]:
+        """Per tool, the finite choices of each parameter (None: free text); and why tools are unavailable."""
+        if self._choices is None:
+            self._check_fresh()
+            self._choices = _choices(self._sim, self._agent)
+        return self._choices
+
+    @property
+    def observation(self) -> dict[str, Any]:
+        if self._observation is None:
+            self._check_fresh()
+            self._observation = _build(self._sim, self._agent, self._captured, self.choices()[1])
+        return self._observation
+
+    @property
+    def affordances(self) -> list[dict[str, Any]]:
+        if self._affordances is None:
+            self._affordances = _build_affordances(self._agent, self.choices()[0])
+        return self._affordances
 
     @property
     def text(self) -> str:
@@ -76,17 +114,16 @@ def inspect_choices(sim: Simulation, agent: Agent) -> list[str]:
     return sorted(dict.fromkeys(out))
 
 
-def observe(sim: Simulation, agent: Agent, reason: str
-            ) -> tuple[Observation, dict[str, dict[str, list[str] | None]], dict[str, str]]:
-    """Build the agent's observation from the world as it is at this instant."""
+def observe(sim: Simulation, agent: Agent, reason: str) -> Observation:
+    """The agent's observation of the world as it is at this instant (built on first access)."""
+    return Observation(sim, agent, reason)
+
+
+def _build(sim: Simulation, agent: Agent, captured: tuple[Any, ...], unavailable: dict[str, str]) -> dict[str, Any]:
     w = sim.world
     conv = sim.conv
     cell = agent.cell
     place = w.place_of(cell)
-    reach_items = w.items_in_reach(cell)
-    reach_agents = [a for a in w.agents_in_reach(cell) if a != agent.id]
-    reach_structs = w.structures_in_reach(cell)
-
     visible_agents: list[dict[str, Any]] = []
     visible_items: list[dict[str, Any]] = []
     if conv.sight_radius > 0:
@@ -106,87 +143,92 @@ def observe(sim: Simulation, agent: Agent, reason: str
                 if budget > 0:
                     visible_items.append({**_item_view(sim, iid), "cell": cell_name(c), "distance": dist})
                     budget -= 1
-
     busy = [{"lane": x.lane, "action": x.tool, "args": x.args, "started_ms": x.started, "until_ms": x.until}
             for x in agent.lanes.values() if x is not None]
     pdesc = w.places[place].description if place is not None else ""
-    observation: dict[str, Any] = {
+    messages, messages_dropped, events, events_dropped = captured
+    here = cell_name(cell)
+    tools = sim.tools
+    return {
         "agent": agent.id,
         "time": sim.time,
         "busy": busy,
-        "you": {"id": agent.id, "name": agent.name, "role": agent.role, "cell": cell_name(cell), "place": place,
+        "you": {"id": agent.id, "name": agent.name, "role": agent.role, "cell": here, "place": place,
                 "inventory": [_item_view(sim, i) for i in agent.inventory],
                 "capacity": conv.max_inventory},
-        "place": {"name": place, "cell": cell_name(cell), "description": pdesc,
-                  "items": [_item_view(sim, i) for i in reach_items],
-                  "agents": [_agent_view(sim, a) for a in reach_agents],
-                  "structures": [_structure_view(sim, s) for s in reach_structs]},
+        "place": {"name": place, "cell": here, "description": pdesc,
+                  "items": [_item_view(sim, i) for i in w.items_in_reach(cell)],
+                  "agents": [_agent_view(sim, a) for a in w.agents_in_reach(cell) if a != agent.id],
+                  "structures": [_structure_view(sim, s) for s in w.structures_in_reach(cell)]},
         "visible": {"agents": visible_agents, "items": visible_items},
-        "messages": agent.messages,
-        "messages_dropped": agent.messages_dropped,
-        "events": agent.events,
-        "events_dropped": agent.events_dropped,
+        "messages": messages,
+        "messages_dropped": messages_dropped,
+        "events": events,
+        "events_dropped": events_dropped,
         "objectives": sim.objective_views(),
+        "tools": [{"action": t, "lane": tools[t].lane, "durative": tools[t].durative,
+                   "available": t not in unavailable, **({"why": unavailable[t]} if t in unavailable else {})}
+                  for t in agent.tools],
     }
-    agent.messages, agent.events = [], []
-    agent.messages_dropped = agent.events_dropped = 0
-
-    choices, unavailable, affordances = _affordances(sim, agent, place, reach_items, reach_agents, reach_structs)
-    observation["tools"] = [
-        {"action": t, "lane": sim.tools[t].lane, "durative": sim.tools[t].durative,
-         "available": t not in unavailable, **({"why": unavailable[t]} if t in unavailable else {})}
-        for t in agent.tools
-    ]
-    obs = Observation(agent.id, f"{agent.id}#{agent.seq}", agent.seq, sim.time, reason, observation,
-                      affordances, agent.name)
-    return obs, choices, unavailable
 
 
-def _affordances(sim: Simulation, agent: Agent, place: str | None, reach_items: list[str],
-                 reach_agents: list[str], reach_structs: list[str]
-                 ) -> tuple[dict[str, dict[str, list[str] | None]], dict[str, str], list[dict[str, Any]]]:
-    w = sim.world
-    conv = sim.conv
-    choices: dict[str, dict[str, list[str] | None]] = {}
-    unavailable: dict[str, str] = {}
-    affordances: list[dict[str, Any]] = []
-    inventory = list(agent.inventory)
-    full = len(inventory) >= conv.max_inventory
-
-    def offer(tool: str, params: dict[str, list[str] | None], suggestions: list[dict[str, Any]]) -> None:
-        choices[tool] = params
-        shown = {p: ({"choices": c} if c is not None else {"type": "string"}) for p, c in params.items()}
+def _build_affordances(agent: Agent, choices: dict[str, dict[str, list[str] | None]]) -> list[dict[str, Any]]:
+    """Per available tool: each parameter's choices (or its type) and ready-to-send suggestions."""
+    out: list[dict[str, Any]] = []
+    for tool, params in choices.items():
+        shown: dict[str, Any] = {p: ({"choices": c} if c is not None else {"type": "string"}) for p, c in params.items()}
         if tool == "move_to":
             shown["dest"]["or"] = "any cell '<space>:<x>,<y>'"
-        affordances.append({"action": tool, "params": shown, "suggestions": suggestions[:MAX_SUGGESTIONS]})
+        suggestions: list[dict[str, Any]] = []
+        if params and all(c is not None for c in params.values()) and tool != "tell":
+            suggestions = [{}]
+            for p, c in params.items():
+                assert c is not None
+                suggestions = [{**sug, p: v} for v in c for sug in suggestions][: MAX_SUGGESTIONS * 4]
+        out.append({"action": tool, "params": shown, "suggestions": suggestions[:MAX_SUGGESTIONS]})
+    return out
 
+
+def _choices(sim: Simulation, agent: Agent) -> tuple[dict[str, dict[str, list[str] | None]], dict[str, str]]:
+    w = sim.world
+    conv = sim.conv
+    cell = agent.cell
+    place = w.place_of(cell)
+    choices: dict[str, dict[str, list[str] | None]] = {}
+    unavailable: dict[str, str] = {}
+    inventory = list(agent.inventory)
+    reach_agents: list[str] | None = None
+    reach_items: list[str] | None = None
     for tool in agent.tools:
         if tool == "move_to":
-            dests = [p for p in w.place_names if p != place]
-            offer(tool, {"dest": dests}, [{"dest": d} for d in dests])
+            choices[tool] = {"dest": [p for p in w.place_names if p != place]}
         elif tool == "take":
-            takeable = [i for i in reach_items if not w.items[i].container]
-            if full:
+            if len(inventory) >= conv.max_inventory:
                 unavailable[tool] = f"your inventory is full ({conv.max_inventory} items)"
-            elif not takeable:
+                continue
+            if reach_items is None:
+                reach_items = w.items_in_reach(cell)
+            takeable = [i for i in reach_items if not w.items[i].container]
+            if not takeable:
                 unavailable[tool] = "there is nothing to take within reach"
             else:
-                offer(tool, {"item": takeable}, [{"item": i} for i in takeable])
+                choices[tool] = {"item": takeable}
         elif tool == "drop":
             if not inventory:
                 unavailable[tool] = "you carry nothing"
             else:
-                offer(tool, {"item": inventory}, [{"item": i} for i in inventory])
+                choices[tool] = {"item": inventory}
         elif tool == "give":
+            if reach_agents is None:
+                reach_agents = [a for a in w.agents_in_reach(cell) if a != agent.id]
             if not inventory:
                 unavailable[tool] = "you carry nothing"
             elif not reach_agents:
                 unavailable[tool] = "nobody is within reach"
             else:
-                offer(tool, {"item": inventory, "to": reach_agents},
-                      [{"item": i, "to": a} for a in reach_agents for i in inventory])
+                choices[tool] = {"item": inventory, "to": reach_agents}
         elif tool == "say":
-            offer(tool, {"text": None}, [])
+            choices[tool] = {"text": None}
         elif tool == "tell":
             others = None
             if len(w.agent_ids) <= TELL_CHOICES_LIMIT:
@@ -194,16 +236,16 @@ def _affordances(sim: Simulation, agent: Agent, place: str | None, reach_items: 
             if others == []:
                 unavailable[tool] = "there is nobody else in this world"
             else:
-                offer(tool, {"to": others, "text": None}, [])
+                choices[tool] = {"to": others, "text": None}
         elif tool == "inspect":
-            offer(tool, {"target": inspect_choices(sim, agent)}, [])
+            choices[tool] = {"target": inspect_choices(sim, agent)}
         else:
-            _work_affordance(sim, agent, tool, inventory, reach_structs, offer, unavailable)
-    return choices, unavailable, affordances
+            _work_choices(sim, agent, tool, inventory, w.structures_in_reach(cell), choices, unavailable)
+    return choices, unavailable
 
 
-def _work_affordance(sim: Simulation, agent: Agent, tool: str, inventory: list[str], reach_structs: list[str],
-                     offer: Any, unavailable: dict[str, str]) -> None:
+def _work_choices(sim: Simulation, agent: Agent, tool: str, inventory: list[str], reach_structs: list[str],
+                  choices: dict[str, dict[str, list[str] | None]], unavailable: dict[str, str]) -> None:
     w = sim.world
     spec = sim.tools[tool].work
     assert spec is not None
@@ -216,8 +258,7 @@ def _work_affordance(sim: Simulation, agent: Agent, tool: str, inventory: list[s
     if spec.structure_kinds:
         structs = [s for s in reach_structs if w.structures[s].kind in spec.structure_kinds]
         if not structs:
-            kinds = " or ".join(spec.structure_kinds)
-            unavailable[tool] = f"no {kinds} within reach"
+            unavailable[tool] = f"no {' or '.join(spec.structure_kinds)} within reach"
             return
         params["structure"] = structs
     if spec.item_kinds:
@@ -228,13 +269,7 @@ def _work_affordance(sim: Simulation, agent: Agent, tool: str, inventory: list[s
         params["item"] = items
     if spec.needs_code:
         params["code"] = None
-    suggestions: list[dict[str, Any]] = []
-    if not spec.needs_code:
-        suggestions = [{}]
-        for p, c in params.items():
-            assert c is not None
-            suggestions = [{**s, p: v} for s in suggestions for v in c]
-    offer(tool, params, suggestions)
+    choices[tool] = params
 
 
 def _fmt_time(ms: int) -> str:

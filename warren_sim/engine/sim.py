@@ -62,10 +62,16 @@ class Pending:
     """An outstanding observation of the current batch and, once given, its answer."""
 
     observation: Observation
-    choices: dict[str, dict[str, list[str] | None]]
-    unavailable: dict[str, str]
     answer: dict[str, Any] | None = None
     source: str = ""
+
+    @property
+    def choices(self) -> dict[str, dict[str, list[str] | None]]:
+        return self.observation.choices()[0]
+
+    @property
+    def unavailable(self) -> dict[str, str]:
+        return self.observation.choices()[1]
 
 
 @attrs.define(eq=False)
@@ -107,6 +113,7 @@ class Simulation:
             if obj.current >= obj.target:  # met from the start: nothing will ever "change" it to met
                 obj.status = "completed"
         self._action_token = 0
+        self.batch_no = 0  # observations of batch n may be built lazily until batch n is adjudicated
         self._event_wakes: list[str] = []
         self._emit({"kind": "run", "t": 0, "run_id": run_id, "scenario": spec.name, "seed": seed,
                     "params": dict(sorted((params or {}).items())), "agents": list(self.world.agent_ids)})
@@ -164,8 +171,8 @@ class Simulation:
                     reason = agent.wake_reason
                     agent.wake_time, agent.wake_reason = -1, ""
                     agent.seq += 1
-                    obs, choices, unavailable = observe(self, agent, reason)
-                    self.pending[agent.id] = Pending(obs, choices, unavailable)
+                    obs = observe(self, agent, reason)
+                    self.pending[agent.id] = Pending(obs)
                     observations.append(obs)
                     self._emit({"kind": "observation", "t": t, "agent": agent.id,
                                 "observation_id": obs.observation_id, "reason": reason})
@@ -241,6 +248,7 @@ class Simulation:
             self._apply(self.world.agents[aid], p)
         self.pending.clear()
         self.batch = None
+        self.batch_no += 1
         self._flush_event_wakes()
         self._check_objectives_end()
 

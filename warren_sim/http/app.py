@@ -131,7 +131,10 @@ def create_app(config: ServerConfig | None = None) -> QuartTrio:
 
     @app.errorhandler(RunError)
     async def _run_error(exc: RunError) -> Response:
-        return problem_reply(exc.status, exc.detail)
+        response = problem_reply(exc.status, exc.detail)
+        if exc.retry_after is not None:  # a cap (429): when trying again makes sense, in real seconds
+            response.headers["Retry-After"] = str(exc.retry_after)
+        return response
 
     @app.errorhandler(BadRequest)
     async def _bad_request(exc: BadRequest) -> Response:
@@ -143,6 +146,8 @@ def create_app(config: ServerConfig | None = None) -> QuartTrio:
         details = {
             404: f"no such endpoint {request.method} {request.path}; see GET /v1 for the endpoints",
             405: f"{request.method} is not allowed on {request.path}",
+            408: f"the request body did not arrive within {config.body_timeout_s:g} s; send the whole body "
+                 "promptly (with a Content-Length that matches it)",
             413: f"the body is too large; at most {MAX_BODY_BYTES} bytes are accepted",
         }
         return problem_reply(status, details.get(status, exc.description or "request refused"))

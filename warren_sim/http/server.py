@@ -62,7 +62,7 @@ async def start_server(config: ServerConfig, host: str = "127.0.0.1", port: int 
                        task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
     """Serve until ``RunningServer.shutdown()``; ``task_status.started(RunningServer)``."""
     app = create_app(config)
-    app.config["BODY_TIMEOUT"] = 30 * config.rate
+    app.config["BODY_TIMEOUT"] = config.body_timeout_s * config.rate  # real seconds, on the rated clock
     hc = hypercorn_config(host, port, config.rate)
     stop = trio.Event()
     running: RunningServer | None = None

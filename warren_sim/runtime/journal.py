@@ -22,6 +22,9 @@ class Journal:
         self._file: IO[str] | None = None
         self._pending: list[str] = []
         self.changed = trio.Event()
+        self.flushed = 0  # records[:flushed] are on disk and visible to readers (spectators, downloads)
+        self.closed = False
+        self._listeners: list[Any] = []  # live spectator subscriptions: .publish(records), .journal_closed()
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
@@ -33,8 +36,10 @@ class Journal:
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         full = with_cursor(len(self.records), record)
         self.records.append(full)
-        if self._file is not None:
+        if self.path is not None:
             self._pending.append(dumps_record(full))
+        if self.closed:  # a late record after the run ended (a verdict, a release): written at once
+            self.flush()
         return full
 
     def extend(self, records: list[dict[str, Any]]) -> None:
@@ -43,10 +48,20 @@ class Journal:
 
     def flush(self) -> None:
         """Write what was appended since the last flush (called once per batch) and wake readers."""
-        if self._file is not None and self._pending:
-            self._file.write("\n".join(self._pending) + "\n")
-            self._file.flush()
+        if self.path is not None and self._pending:
+            text = "\n".join(self._pending) + "\n"
+            if self._file is not None:
+                self._file.write(text)
+                self._file.flush()
+            else:  # closed: late records are appended
+                with open(self.path, "a", encoding="utf-8") as late:
+                    late.write(text)
             self._pending.clear()
+        start, self.flushed = self.flushed, len(self.records)
+        if self._listeners:
+            fresh = self.records[start:]
+            for listener in list(self._listeners):
+                listener.publish(fresh)
         self.changed.set()
         self.changed = trio.Event()
 
@@ -55,3 +70,13 @@ class Journal:
         if self._file is not None:
             self._file.close()
             self._file = None
+        self.closed = True
+        for listener in list(self._listeners):
+            listener.journal_closed()
+
+    def listen(self, listener: Any) -> None:
+        self._listeners.append(listener)
+
+    def unlisten(self, listener: Any) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)

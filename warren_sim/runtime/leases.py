@@ -25,6 +25,7 @@ class Lease:
     agent_id: str
     token: str = attrs.field(repr=False)
     expires_at: float
+    polls: int = 0  # long-polls waiting on this lease right now (capped per lease by the run)
 
     def live(self) -> bool:
         return trio.current_time() < self.expires_at

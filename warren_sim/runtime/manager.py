@@ -26,7 +26,15 @@ class ServerConfig:
     data_dir: Path | None = Path("warren-data")
     max_wait_s: float = 60.0
     rate: float = 1.0
+    spectator_queue: int = 1024  # records a live spectator may fall behind before it is sent "lagged"
+    sse_keepalive_s: float = 15.0  # an SSE comment this often (clock seconds) while no record is due
     heartbeat_s: float = 15.0
+    # Caps (429 with Retry-After, except max_agents: a run that big is refused with 400, retrying cannot help).
+    max_polls_per_lease: int = 4
+    max_spectators: int = 64  # per run
+    max_runs: int = 64  # live (created or running) runs per server
+    max_agents: int = 100_000  # per run
+    body_timeout_s: float = 30.0  # real seconds a request body may take to arrive (408 beyond)
 
 
 class RunManager:
@@ -45,13 +53,26 @@ class RunManager:
             raise RunError(404, f"no run {run_id!r}; known runs: {known} (GET /v1/runs lists them)")
         return run
 
+    def live_runs(self) -> int:
+        return sum(1 for run in self.runs.values() if not run.is_ended)
+
     def create(self, scenario: str, seed: int, body: RunCreate) -> Run:
         if scenario not in list_scenarios():
             raise RunError(404, f"unknown scenario {scenario!r}; valid scenarios: {', '.join(list_scenarios())}")
+        cap = self.config.max_runs
+        if self.live_runs() >= cap:
+            raise RunError(429, f"this server already has {cap} live runs (created or running; its cap, warren "
+                           "serve --max-runs); cancel one you no longer need (DELETE /v1/runs/{run_id}) or wait "
+                           "for one to end, then retry", retry_after=10)
         try:
             loaded = load_scenario(scenario, dict(body.params))
         except ScenarioError as exc:
             raise RunError(400, str(exc)) from None
+        if len(loaded.spec.agents) > self.config.max_agents:
+            raise RunError(400, f"these parameters make a {scenario} world of {len(loaded.spec.agents)} agents; "
+                           f"this server runs at most {self.config.max_agents} agents per run (warren serve "
+                           "--max-agents); ask for fewer (see GET /v1/scenarios/" + scenario + " for its "
+                           "parameters)")
         ids = [a.id for a in loaded.spec.agents]
         unknown = [a for a in body.controlled_agents if a not in ids]
         if unknown:
@@ -71,7 +92,8 @@ class RunManager:
                 policies[a.id] = NoopPolicy()
         path = self.config.data_dir / f"{run_id}.jsonl" if self.config.data_dir is not None else None
         config = RunConfig(run_id, scenario, seed, tuple(body.controlled_agents), body.npc_policy, body.pace,
-                           body.decision_deadline_s, dict(loaded.params), self.config.lease_ttl)
+                           body.decision_deadline_s, dict(loaded.params), self.config.lease_ttl,
+                           self.config.max_polls_per_lease, self.config.max_spectators)
         run = Run(config, sim, policies, Journal(path), self.wallmap)
         self.runs[run_id] = run
         self.nursery.start_soon(run.main, name=f"warren run {run_id}")

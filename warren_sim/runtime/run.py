@@ -10,8 +10,10 @@ work unchanged. HTTP and WebSocket handlers call the ``*_request`` methods, whic
 
 from __future__ import annotations
 
+import contextlib
 import math
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -29,12 +31,16 @@ ENDED = ("completed", "failed", "cancelled", "crashed")
 
 
 class RunError(Exception):
-    """A request the run refuses; ``status`` is the HTTP status, ``detail`` teaches."""
+    """A request the run refuses; ``status`` is the HTTP status, ``detail`` teaches.
 
-    def __init__(self, status: int, detail: str) -> None:
+    ``retry_after`` (seconds) is set on refusals by a cap (429): the HTTP layer sends it as ``Retry-After``.
+    """
+
+    def __init__(self, status: int, detail: str, *, retry_after: int | None = None) -> None:
         super().__init__(detail)
         self.status = status
         self.detail = detail
+        self.retry_after = retry_after
 
 
 @attrs.define(eq=False)
@@ -67,6 +73,8 @@ class RunConfig:
     decision_deadline_s: float
     params: dict[str, Any]
     lease_ttl: float
+    max_polls_per_lease: int = 4  # concurrent long-polls one lease may hold (429 beyond)
+    max_spectators: int = 64  # concurrent spectator streams of this run (429 beyond)
 
 
 class Run:
@@ -87,6 +95,7 @@ class Run:
         self.cancel_scope: trio.CancelScope | None = None
         self.cancel_reason = ""
         self.briefings: dict[str, dict[str, Any]] = {}
+        self.spectators = 0  # open spectator streams (see spectator_slot)
         self.journal.append({"kind": "config", "controlled_agents": list(config.controlled),
                              "npc_policy": config.npc_policy, "pace": config.pace,
                              "decision_deadline_s": config.decision_deadline_s})
@@ -326,18 +335,51 @@ class Run:
         return None
 
     async def wait_observation(self, ra: RemoteAgent, after: int, wait: float) -> dict[str, Any] | None:
-        """The outstanding envelope with ``seq > after``, waiting up to ``wait`` s; None on timeout."""
-        with trio.move_on_after(wait):
-            while True:
-                if self.is_ended:
-                    raise RunError(410, f"{self.run_id} has ended with status {self.status}"
-                                   + (f" ({self.error})" if self.error else "")
-                                   + "; there will be no more observations")
-                env = self.current_envelope(ra, after)
-                if env is not None:
-                    return env
-                await ra.changed.wait()
-        return None
+        """The outstanding envelope with ``seq > after``, waiting up to ``wait`` s; None on timeout.
+
+        At most ``max_polls_per_lease`` of these run at once per lease (call right after ``authenticate``);
+        one more is refused with 429: a client needs one poll per agent, a few more only after reconnects.
+        """
+        lease = ra.lease
+        cap = self.config.max_polls_per_lease
+        if lease is not None and lease.polls >= cap:
+            raise RunError(429, f"{cap} long-polls are already waiting on this lease of {ra.agent_id} (the "
+                           f"server's cap per lease); one poll at a time per agent is enough: let one return "
+                           "(at most its wait, or 204) or poll with wait=0, then retry", retry_after=1)
+        if lease is not None:
+            lease.polls += 1
+        try:
+            with trio.move_on_after(wait):
+                while True:
+                    if self.is_ended:
+                        raise RunError(410, f"{self.run_id} has ended with status {self.status}"
+                                       + (f" ({self.error})" if self.error else "")
+                                       + "; there will be no more observations")
+                    env = self.current_envelope(ra, after)
+                    if env is not None:
+                        return env
+                    await ra.changed.wait()
+            return None
+        finally:
+            if lease is not None:
+                lease.polls -= 1
+
+    @contextlib.contextmanager
+    def spectator_slot(self) -> Iterator[None]:
+        """Hold one of the run's ``max_spectators`` stream slots while a spectator is connected; 429 when full.
+
+        Use it around a spectator stream: ``with run.spectator_slot(): ...`` (refuse before accepting).
+        """
+        cap = self.config.max_spectators
+        if self.spectators >= cap:
+            raise RunError(429, f"{self.run_id} already has {cap} spectators (the server's cap per run); "
+                           "close a stream you no longer watch, or read the run's journal with GET "
+                           f"/v1/runs/{self.run_id}/journal, and retry later", retry_after=5)
+        self.spectators += 1
+        try:
+            yield
+        finally:
+            self.spectators -= 1
 
     def submit(self, ra: RemoteAgent, body: object) -> Judgement:
         """Judge a command, record the verdict, and hand an accepted one to the engine."""

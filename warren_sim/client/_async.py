@@ -1,0 +1,229 @@
+"""The trio client: :class:`AsyncAgentClient` and its agent handle :class:`AsyncAgent` (drivers of :mod:`._core`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+import trio
+
+from warren_sim.protocol.models import Receipt, RunView
+
+from . import _core as core
+from ._core import Op, RetryPolicy, Sleep, request_kwargs
+from ._exceptions import RunEnded
+from ._models import Observation
+
+__all__ = ["AsyncAgent", "AsyncAgentClient"]
+
+T = TypeVar("T")
+
+
+async def drive(http: httpx.AsyncClient, op: Op[T]) -> T:
+    """Run a core operation: make its requests with ``http``, its pauses with ``trio.sleep``."""
+    try:
+        action = next(op)
+        while True:
+            if isinstance(action, Sleep):
+                await trio.sleep(action.seconds)
+                action = op.send(None)
+                continue
+            try:
+                response = await http.request(action.method, action.path, **request_kwargs(http, action))
+            except httpx.TransportError as exc:
+                action = op.throw(exc)
+                continue
+            action = op.send(response)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    finally:
+        op.close()
+
+
+class AsyncAgentClient:
+    """A warren-agent/0 client on trio, over an ``httpx.AsyncClient`` whose ``base_url`` is the server.
+
+    Pass any client: one with ``transport=httpx.ASGITransport(app=app)`` talks to an app in-process, a plain
+    one to a real server. ``AsyncAgentClient.open(url)`` makes (and, on ``aclose``/``async with``, closes) its
+    own. ``retry`` says how transport errors are retried where retrying is safe (see :mod:`._core`).
+    """
+
+    def __init__(self, http: httpx.AsyncClient, *, retry: RetryPolicy | None = None) -> None:
+        self.http = http
+        self.retry = retry or RetryPolicy()
+        self._owns_http = False
+
+    @classmethod
+    def open(cls, url: str, *, timeout: float = 10.0, retry: RetryPolicy | None = None,
+             **httpx_kwargs: Any) -> AsyncAgentClient:
+        """A client with its own ``httpx.AsyncClient`` for the server at ``url``."""
+        client = cls(httpx.AsyncClient(base_url=url, timeout=timeout, **httpx_kwargs), retry=retry)
+        client._owns_http = True
+        return client
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self.http.aclose()
+
+    async def __aenter__(self) -> AsyncAgentClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _run(self, op: Op[T]) -> T:
+        return await drive(self.http, op)
+
+    # -- discovery -------------------------------------------------------------------------------------
+    async def server_info(self) -> dict[str, Any]:
+        """``GET /v1``: the protocol, the server and its endpoints."""
+        return await self._run(core.get_json("/v1", self.retry))  # type: ignore[no-any-return]
+
+    async def list_scenarios(self) -> list[dict[str, Any]]:
+        return (await self._run(core.get_json("/v1/scenarios", self.retry)))["scenarios"]  # type: ignore[no-any-return]
+
+    async def describe_scenario(self, name: str) -> dict[str, Any]:
+        return await self._run(core.get_json(f"/v1/scenarios/{core.quote_segment(name)}", self.retry))  # type: ignore[no-any-return]
+
+    # -- runs ------------------------------------------------------------------------------------------
+    async def create_run(self, scenario: str, seed: int = 0, controlled_agents: Iterable[str] = (),
+                         npc_policy: str = "solution", pace: float | None = None,
+                         decision_deadline_s: float = 60.0, params: Mapping[str, Any] | None = None) -> RunView:
+        """Create a run (never retried: a retry could create a second one)."""
+        body = core.run_create_body(controlled_agents, npc_policy, pace, decision_deadline_s, params)
+        return await self._run(core.create_run(scenario, seed, body))
+
+    async def get_run(self, run_id: str) -> RunView:
+        return await self._run(core.run_op("GET", f"/v1/runs/{core.quote_segment(run_id)}", self.retry))
+
+    async def list_runs(self) -> list[RunView]:
+        return await self._run(core.list_runs(self.retry))
+
+    async def start_run(self, run_id: str) -> RunView:
+        """Start a created run now (its unclaimed controlled agents then do not block; they no-op)."""
+        return await self._run(core.run_op("POST", f"/v1/runs/{core.quote_segment(run_id)}/start", self.retry))
+
+    async def cancel_run(self, run_id: str) -> RunView:
+        return await self._run(core.run_op("DELETE", f"/v1/runs/{core.quote_segment(run_id)}", self.retry))
+
+    async def wait_run_ended(self, run_id: str, *, poll_interval: float = 0.05,
+                             timeout: float | None = None) -> RunView:
+        """Poll the run until it ends; raises :class:`WaitTimeout` after about ``timeout`` s of polling."""
+        return await self._run(core.wait_run_ended(run_id, self.retry, poll_interval, timeout))
+
+    # -- agents ----------------------------------------------------------------------------------------
+    def claim(self, run_id: str, agent_id: str, lease: str | None = None) -> _Claiming:
+        """Claim a controlled agent, or resume it with a saved ``lease``.
+
+        ``agent = await client.claim(...)`` gives the handle; ``async with client.claim(...) as agent:``
+        also releases the agent when the block ends (unless ``agent.detach()`` was called).
+        """
+        return _Claiming(self, run_id, agent_id, lease)
+
+
+class _Claiming:
+    """Awaitable (the agent handle) and async context manager (released on exit)."""
+
+    def __init__(self, client: AsyncAgentClient, run_id: str, agent_id: str, lease: str | None) -> None:
+        self._client, self._args = client, (run_id, agent_id, lease)
+        self._agent: AsyncAgent | None = None
+
+    async def _claim(self) -> AsyncAgent:
+        state = await self._client._run(core.claim(*self._args, self._client.retry))
+        return AsyncAgent(self._client, state)
+
+    def __await__(self) -> Any:
+        return self._claim().__await__()
+
+    async def __aenter__(self) -> AsyncAgent:
+        self._agent = await self._claim()
+        return self._agent
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        assert self._agent is not None
+        await self._agent.__aexit__(exc_type, exc, tb)
+
+
+class AsyncAgent(core.AgentHandleBase):
+    """One claimed agent: its briefing, its observations, its commands. Made by :meth:`AsyncAgentClient.claim`."""
+
+    def __init__(self, client: AsyncAgentClient, state: core.AgentState) -> None:
+        self._client = client
+        self._state = state
+
+    async def _run(self, op: Op[T]) -> T:
+        return await self._client._run(op)
+
+    @property
+    def _retry(self) -> RetryPolicy:
+        return self._client.retry
+
+    async def briefing(self, revision: int | None = None) -> dict[str, Any]:
+        """The briefing, fetched once per revision and checked against its ``content_hash``."""
+        return await self._run(core.get_briefing(self._state, self._retry, revision))
+
+    async def poll(self, wait: float = 0.0) -> Observation | None:
+        """One long-poll of up to ``wait`` s: a new observation, or None. Raises :class:`RunEnded`."""
+        return await self._run(core.poll(self._state, wait, self._retry))
+
+    async def next_observation(self, wait: float = 25.0) -> Observation:
+        """Long-poll (``wait`` s per request) until a new observation comes. Raises :class:`RunEnded`."""
+        return await self._run(core.next_observation(self._state, wait, self._retry))
+
+    def observations(self, wait: float = 25.0) -> _ObservationStream:
+        """``async for obs in agent.observations():`` every new observation; ends when the run ends
+        (``agent.run_status`` then holds its terminal status)."""
+        return _ObservationStream(self, wait)
+
+    async def submit(self, observation: Observation | str, command: Mapping[str, Any], *,
+                     command_id: str | None = None) -> Receipt:
+        """Answer ``observation`` (or an observation id) with ``command`` (``{"action": ..., "args": ...}``,
+        ``{"sleep_ms": n}`` or ``{"noop": True}``) under a fresh command id (or ``command_id``).
+
+        Transport errors are retried under the same id: if the lost attempt had been accepted, the retry's
+        receipt is ``duplicate`` with the original content, which is success (see ``SUCCESS_STATUSES``)."""
+        body = core.command_body(observation, command, command_id)
+        return await self._run(core.submit(self._state, body, self._retry))
+
+    async def receipt(self, command_id: str) -> Receipt:
+        """The command's receipt with its current outcome."""
+        return await self._run(core.get_receipt(self._state, command_id, self._retry))
+
+    async def wait_outcome(self, command_id: str, *, until: Iterable[str] | None = None,
+                           poll_interval: float = 0.05, timeout: float | None = None) -> Receipt:
+        """Poll the receipt until its outcome leaves ``pending`` (or reaches one of ``until``)."""
+        return await self._run(core.wait_outcome(self._state, command_id, until, self._retry, poll_interval,
+                                                 timeout))
+
+    async def resume(self) -> None:
+        """After a reconnect: claim again with the lease and have the outstanding envelope redelivered."""
+        await self._run(core.resume(self._state, self._retry))
+
+    async def release(self) -> None:
+        """Free the agent now; the lease stops working."""
+        await self._run(core.release(self._state, self._retry))
+
+    async def __aenter__(self) -> AsyncAgent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(10):
+                await self._run(core.released_quietly(self._state, self._retry))
+
+
+class _ObservationStream:
+    def __init__(self, agent: AsyncAgent, wait: float) -> None:
+        self._agent, self._wait = agent, wait
+
+    def __aiter__(self) -> _ObservationStream:
+        return self
+
+    async def __anext__(self) -> Observation:
+        try:
+            return await self._agent.next_observation(self._wait)
+        except RunEnded:
+            raise StopAsyncIteration from None

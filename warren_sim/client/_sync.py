@@ -1,0 +1,184 @@
+"""The blocking client: :class:`AgentClient` and its agent handle :class:`Agent`, the same API as the trio
+client without ``await`` (drivers of :mod:`._core` over an ``httpx.Client``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import httpx
+
+from warren_sim.protocol.models import Receipt, RunView
+
+from . import _core as core
+from ._core import Op, RetryPolicy, Sleep, request_kwargs
+from ._exceptions import RunEnded
+from ._models import Observation
+
+__all__ = ["Agent", "AgentClient"]
+
+T = TypeVar("T")
+
+
+def drive(http: httpx.Client, op: Op[T]) -> T:
+    """Run a core operation: make its requests with ``http``, its pauses with ``time.sleep``."""
+    try:
+        action = next(op)
+        while True:
+            if isinstance(action, Sleep):
+                time.sleep(action.seconds)
+                action = op.send(None)
+                continue
+            try:
+                response = http.request(action.method, action.path, **request_kwargs(http, action))
+            except httpx.TransportError as exc:
+                action = op.throw(exc)
+                continue
+            action = op.send(response)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    finally:
+        op.close()
+
+
+class AgentClient:
+    """A blocking warren-agent/0 client over an ``httpx.Client`` whose ``base_url`` is the server.
+
+    The same methods as :class:`~warren_sim.client.AsyncAgentClient`; ``AgentClient.open(url)`` makes (and
+    on ``close``/``with`` closes) its own ``httpx.Client``.
+    """
+
+    def __init__(self, http: httpx.Client, *, retry: RetryPolicy | None = None) -> None:
+        self.http = http
+        self.retry = retry or RetryPolicy()
+        self._owns_http = False
+
+    @classmethod
+    def open(cls, url: str, *, timeout: float = 10.0, retry: RetryPolicy | None = None,
+             **httpx_kwargs: Any) -> AgentClient:
+        """A client with its own ``httpx.Client`` for the server at ``url``."""
+        client = cls(httpx.Client(base_url=url, timeout=timeout, **httpx_kwargs), retry=retry)
+        client._owns_http = True
+        return client
+
+    def close(self) -> None:
+        if self._owns_http:
+            self.http.close()
+
+    def __enter__(self) -> AgentClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _run(self, op: Op[T]) -> T:
+        return drive(self.http, op)
+
+    # -- discovery -------------------------------------------------------------------------------------
+    def server_info(self) -> dict[str, Any]:
+        """``GET /v1``: the protocol, the server and its endpoints."""
+        return self._run(core.get_json("/v1", self.retry))  # type: ignore[no-any-return]
+
+    def list_scenarios(self) -> list[dict[str, Any]]:
+        return self._run(core.get_json("/v1/scenarios", self.retry))["scenarios"]  # type: ignore[no-any-return]
+
+    def describe_scenario(self, name: str) -> dict[str, Any]:
+        return self._run(core.get_json(f"/v1/scenarios/{core.quote_segment(name)}", self.retry))  # type: ignore[no-any-return]
+
+    # -- runs ------------------------------------------------------------------------------------------
+    def create_run(self, scenario: str, seed: int = 0, controlled_agents: Iterable[str] = (),
+                   npc_policy: str = "solution", pace: float | None = None, decision_deadline_s: float = 60.0,
+                   params: Mapping[str, Any] | None = None) -> RunView:
+        """Create a run (never retried: a retry could create a second one)."""
+        body = core.run_create_body(controlled_agents, npc_policy, pace, decision_deadline_s, params)
+        return self._run(core.create_run(scenario, seed, body))
+
+    def get_run(self, run_id: str) -> RunView:
+        return self._run(core.run_op("GET", f"/v1/runs/{core.quote_segment(run_id)}", self.retry))
+
+    def list_runs(self) -> list[RunView]:
+        return self._run(core.list_runs(self.retry))
+
+    def start_run(self, run_id: str) -> RunView:
+        """Start a created run now (its unclaimed controlled agents then do not block; they no-op)."""
+        return self._run(core.run_op("POST", f"/v1/runs/{core.quote_segment(run_id)}/start", self.retry))
+
+    def cancel_run(self, run_id: str) -> RunView:
+        return self._run(core.run_op("DELETE", f"/v1/runs/{core.quote_segment(run_id)}", self.retry))
+
+    def wait_run_ended(self, run_id: str, *, poll_interval: float = 0.05, timeout: float | None = None) -> RunView:
+        """Poll the run until it ends; raises :class:`WaitTimeout` after about ``timeout`` s of polling."""
+        return self._run(core.wait_run_ended(run_id, self.retry, poll_interval, timeout))
+
+    # -- agents ----------------------------------------------------------------------------------------
+    def claim(self, run_id: str, agent_id: str, lease: str | None = None) -> Agent:
+        """Claim a controlled agent, or resume it with a saved ``lease``; ``with client.claim(...) as agent:``
+        releases it when the block ends (unless ``agent.detach()`` was called)."""
+        return Agent(self, self._run(core.claim(run_id, agent_id, lease, self.retry)))
+
+
+class Agent(core.AgentHandleBase):
+    """One claimed agent (blocking): the same methods as :class:`~warren_sim.client.AsyncAgent`."""
+
+    def __init__(self, client: AgentClient, state: core.AgentState) -> None:
+        self._client = client
+        self._state = state
+
+    def _run(self, op: Op[T]) -> T:
+        return self._client._run(op)
+
+    @property
+    def _retry(self) -> RetryPolicy:
+        return self._client.retry
+
+    def briefing(self, revision: int | None = None) -> dict[str, Any]:
+        """The briefing, fetched once per revision and checked against its ``content_hash``."""
+        return self._run(core.get_briefing(self._state, self._retry, revision))
+
+    def poll(self, wait: float = 0.0) -> Observation | None:
+        """One long-poll of up to ``wait`` s: a new observation, or None. Raises :class:`RunEnded`."""
+        return self._run(core.poll(self._state, wait, self._retry))
+
+    def next_observation(self, wait: float = 25.0) -> Observation:
+        """Long-poll (``wait`` s per request) until a new observation comes. Raises :class:`RunEnded`."""
+        return self._run(core.next_observation(self._state, wait, self._retry))
+
+    def observations(self, wait: float = 25.0) -> Iterator[Observation]:
+        """Every new observation; ends when the run ends (``agent.run_status`` then holds its status)."""
+        while True:
+            try:
+                obs = self.next_observation(wait)
+            except RunEnded:
+                return
+            yield obs
+
+    def submit(self, observation: Observation | str, command: Mapping[str, Any], *,
+               command_id: str | None = None) -> Receipt:
+        """Answer ``observation`` with ``command`` under a fresh (or the given) command id; transport errors
+        are retried under the same id, so a lost acceptance comes back as ``duplicate`` (success)."""
+        body = core.command_body(observation, command, command_id)
+        return self._run(core.submit(self._state, body, self._retry))
+
+    def receipt(self, command_id: str) -> Receipt:
+        """The command's receipt with its current outcome."""
+        return self._run(core.get_receipt(self._state, command_id, self._retry))
+
+    def wait_outcome(self, command_id: str, *, until: Iterable[str] | None = None, poll_interval: float = 0.05,
+                     timeout: float | None = None) -> Receipt:
+        """Poll the receipt until its outcome leaves ``pending`` (or reaches one of ``until``)."""
+        return self._run(core.wait_outcome(self._state, command_id, until, self._retry, poll_interval, timeout))
+
+    def resume(self) -> None:
+        """After a reconnect: claim again with the lease and have the outstanding envelope redelivered."""
+        self._run(core.resume(self._state, self._retry))
+
+    def release(self) -> None:
+        """Free the agent now; the lease stops working."""
+        self._run(core.release(self._state, self._retry))
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._run(core.released_quietly(self._state, self._retry))
