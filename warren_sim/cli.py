@@ -79,8 +79,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    """``warren bench ARGS`` = ``python -m bench ARGS`` from the repo root (bench/ is not installed)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "bench" / "__main__.py").is_file():
+        raise UsageError(f"no benchmarks at {root / 'bench'}; warren bench runs from a source checkout")
+    return subprocess.call([sys.executable, "-m", "bench", *args.bench_args], cwd=root)
+
+
 def register_more(sub: Any) -> None:
     """Subcommands of the server, client and evaluation layers (imported lazily when run)."""
+    p = sub.add_parser("bench", help="run the benchmarks: python -m bench ARGS (see warren bench --help)",
+                       add_help=False, prefix_chars="\0")  # no options of its own: every ARG goes to bench
+    p.add_argument("bench_args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_bench)
+    from .eval_cli import register as register_eval
+
+    register_eval(sub)
+    from .agent_cli import register as register_agent  # agent, demo, conformance
+
+    register_agent(sub)
+    from .replay import register as register_replay  # replay JOURNAL
+
+    register_replay(sub)
     try:
         from .serve_cli import register as register_serve
     except ImportError:

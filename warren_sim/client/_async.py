@@ -50,18 +50,16 @@ class AsyncAgentClient:
     own. ``retry`` says how transport errors are retried where retrying is safe (see :mod:`._core`).
     """
 
-    def __init__(self, http: httpx.AsyncClient, *, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, http: httpx.AsyncClient, *, retry: RetryPolicy | None = None, owns_http: bool = False) -> None:
         self.http = http
         self.retry = retry or RetryPolicy()
-        self._owns_http = False
+        self._owns_http = owns_http  # close ``http`` when this client is closed
 
     @classmethod
     def open(cls, url: str, *, timeout: float = 10.0, retry: RetryPolicy | None = None,
              **httpx_kwargs: Any) -> AsyncAgentClient:
         """A client with its own ``httpx.AsyncClient`` for the server at ``url``."""
-        client = cls(httpx.AsyncClient(base_url=url, timeout=timeout, **httpx_kwargs), retry=retry)
-        client._owns_http = True
-        return client
+        return cls(httpx.AsyncClient(base_url=url, timeout=timeout, **httpx_kwargs), retry=retry, owns_http=True)
 
     async def aclose(self) -> None:
         if self._owns_http:

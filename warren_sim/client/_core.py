@@ -44,6 +44,7 @@ from ._exceptions import (
     NotFound,
     ProtocolError,
     RunEnded,
+    TooManyRequests,
     TransportError,
     WaitTimeout,
     error_for_status,
@@ -84,13 +85,15 @@ Op = Generator[Call | Sleep, Any, T]
 
 @attrs.frozen
 class RetryPolicy:
-    """How transport errors are retried: up to ``attempts`` more tries, pausing ``backoff * factor**n`` (at most
-    ``max_backoff``) seconds before try n+1."""
+    """How transport errors and 429s are retried where retrying is safe: up to ``attempts`` more tries, pausing
+    ``backoff * factor**n`` (at most ``max_backoff``) seconds before try n+1, or a 429's ``Retry-After`` (at most
+    ``max_retry_after``)."""
 
     attempts: int = 4
     backoff: float = 0.05
     factor: float = 2.0
     max_backoff: float = 1.0
+    max_retry_after: float = 5.0
 
     def delay(self, attempt: int) -> float:
         return min(self.max_backoff, self.backoff * self.factor**attempt)
@@ -149,11 +152,22 @@ def _problem_of(response: httpx.Response) -> dict[str, Any]:
             "detail": f"the server answered {response.status_code} without a problem+json body: {text}"}
 
 
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        value = float(response.headers.get("retry-after", ""))
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
 def check(response: httpx.Response, call: Call, expect: Iterable[int]) -> httpx.Response:
     """Raise the :class:`ServerError` for an error status, :class:`ProtocolError` for anything else amiss."""
     status = response.status_code
     if status >= 400:
-        raise error_for_status(status, _problem_of(response), call.describe())
+        error = error_for_status(status, _problem_of(response), call.describe())
+        if isinstance(error, TooManyRequests):
+            error.retry_after = _retry_after(response)
+        raise error
     expected = tuple(expect)
     if status not in expected:
         raise ProtocolError(f"{call.describe()} answered {status}; warren-agent/0 answers "
@@ -185,7 +199,8 @@ def model(data: Any, cls: type[T], call: Call) -> T:
 
 
 def exchange(call: Call, expect: Iterable[int] = (200,), retry: RetryPolicy = NO_RETRY) -> Op[httpx.Response]:
-    """Send ``call`` (retrying transport errors per ``retry``) and check the response."""
+    """Send ``call`` and check the response; retry transport errors and 429s (after their Retry-After, at
+    most ``retry.max_retry_after`` s) per ``retry``."""
     attempt = 0
     while True:
         try:
@@ -197,7 +212,14 @@ def exchange(call: Call, expect: Iterable[int] = (200,), retry: RetryPolicy = NO
             yield Sleep(retry.delay(attempt))
             attempt += 1
             continue
-        return check(response, call, expect)
+        try:
+            return check(response, call, expect)
+        except TooManyRequests as exc:
+            if attempt >= retry.attempts:
+                raise
+            pause = retry.delay(attempt) if exc.retry_after is None else exc.retry_after
+            yield Sleep(min(pause, retry.max_retry_after))
+            attempt += 1
 
 
 # --------------------------------------------------------------------------------------------- runs
@@ -357,11 +379,10 @@ def poll(state: AgentState, wait: float, retry: RetryPolicy) -> Op[Observation |
     obs = model(json_body(response, call), Observation, call)
     if obs.agent_id != state.agent_id or obs.run_id != state.run_id:
         raise ProtocolError(f"{call.describe()}: got an envelope for {obs.run_id}/{obs.agent_id}")
-    if obs.seq <= after:
-        raise ProtocolError(f"{call.describe()}: asked for seq > {after}, got seq {obs.seq}")
     if obs.seq <= state.delivered_seq and not redelivery:
-        return None  # at-least-once delivery: already handed out
+        return None  # at-least-once delivery: already handed out (dropped, not an error)
     state.delivered_seq = max(state.delivered_seq, obs.seq)
+    state.briefing_revision = max(state.briefing_revision, obs.briefing_revision)  # briefing() refetches if newer
     return obs
 
 

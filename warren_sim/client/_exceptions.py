@@ -21,6 +21,7 @@ The hierarchy (catch a branch to handle all of it)::
     │   ├── PayloadTooLarge         413
     │   ├── UnprocessableCommand    422  command_id/observation_id not strings: the command cannot be
     │   │                                deduplicated, so the server did not judge it
+    │   ├── TooManyRequests         429  a server cap (live runs, long-polls per lease); ``retry_after`` s
     │   └── InternalServerError     5xx  a bug in the server
     └── WaitTimeout                 ``wait_outcome``/``wait_run_ended`` gave up (also a ``TimeoutError``)
 
@@ -46,6 +47,7 @@ __all__ = [
     "ProtocolError",
     "RunEnded",
     "ServerError",
+    "TooManyRequests",
     "TransportError",
     "UnprocessableCommand",
     "WaitTimeout",
@@ -135,6 +137,16 @@ class UnprocessableCommand(ServerError):
     """422: the command's ids are not strings, so the server could not judge (or deduplicate) it."""
 
 
+class TooManyRequests(ServerError):
+    """429: a server cap was reached; ``retry_after`` (seconds, or None) says when trying again makes sense.
+    The SDK waits and retries by itself where it retries transport errors."""
+
+    def __init__(self, status_code: int, problem: dict[str, Any], request: str = "",
+                 retry_after: float | None = None) -> None:
+        super().__init__(status_code, problem, request)
+        self.retry_after = retry_after
+
+
 class InternalServerError(ServerError):
     """5xx: the server failed; this is a server bug, not the client's fault."""
 
@@ -148,6 +160,7 @@ _BY_STATUS: dict[int, type[ServerError]] = {
     410: RunEnded,
     413: PayloadTooLarge,
     422: UnprocessableCommand,
+    429: TooManyRequests,
 }
 
 

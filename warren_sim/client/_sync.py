@@ -49,18 +49,16 @@ class AgentClient:
     on ``close``/``with`` closes) its own ``httpx.Client``.
     """
 
-    def __init__(self, http: httpx.Client, *, retry: RetryPolicy | None = None) -> None:
+    def __init__(self, http: httpx.Client, *, retry: RetryPolicy | None = None, owns_http: bool = False) -> None:
         self.http = http
         self.retry = retry or RetryPolicy()
-        self._owns_http = False
+        self._owns_http = owns_http  # close ``http`` when this client is closed
 
     @classmethod
     def open(cls, url: str, *, timeout: float = 10.0, retry: RetryPolicy | None = None,
              **httpx_kwargs: Any) -> AgentClient:
         """A client with its own ``httpx.Client`` for the server at ``url``."""
-        client = cls(httpx.Client(base_url=url, timeout=timeout, **httpx_kwargs), retry=retry)
-        client._owns_http = True
-        return client
+        return cls(httpx.Client(base_url=url, timeout=timeout, **httpx_kwargs), retry=retry, owns_http=True)
 
     def close(self) -> None:
         if self._owns_http:

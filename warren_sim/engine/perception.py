@@ -34,8 +34,8 @@ class Observation:
     showing a later world.
     """
 
-    __slots__ = ("_affordances", "_agent", "_batch", "_captured", "_choices", "_observation", "_sim", "_text",
-                 "agent_id", "name", "observation_id", "reason", "seq", "time")
+    __slots__ = ("_affordances", "_agent", "_batch", "_captured", "_observation", "_sim", "_text", "_tools",
+                 "_unavailable", "agent_id", "name", "observation_id", "reason", "seq", "time")
 
     def __init__(self, sim: Simulation, agent: Agent, reason: str) -> None:
         self._sim, self._agent, self._batch = sim, agent, sim.batch_no
@@ -46,7 +46,8 @@ class Observation:
         agent.messages_dropped = agent.events_dropped = 0
         self._observation: dict[str, Any] | None = None
         self._affordances: list[dict[str, Any]] | None = None
-        self._choices: tuple[dict[str, dict[str, list[str] | None]], dict[str, str]] | None = None
+        self._tools: dict[str, tuple[dict[str, list[str] | None] | None, str]] = {}
+        self._unavailable: dict[str, str] | None = None
         self._text: str | None = None
 
     def _check_fresh(self) -> None:
@@ -54,24 +55,45 @@ class Observation:
             raise StaleObservation(f"{self.observation_id} was first read after its batch was adjudicated; "
                                    "read an observation before answering it")
 
-    def choices(self) -> tuple[dict[str, dict[str, list[str] | None]], dict[str, str]]:
-        """Per tool, the finite choices of each parameter (None: free text); and why tools are unavailable."""
-        if self._choices is None:
+    def tool_choices(self, tool: str) -> tuple[dict[str, list[str] | None] | None, str]:
+        """A tool's parameter choices (None: free text) as of this observation, or None and why not."""
+        found = self._tools.get(tool)
+        if found is None:
             self._check_fresh()
-            self._choices = _choices(self._sim, self._agent)
-        return self._choices
+            found = self._tools[tool] = _tool_choices(self._sim, self._agent, tool)
+        return found
+
+    def unavailable(self) -> dict[str, str]:
+        """Why each unavailable tool is unavailable (tools always available are not computed)."""
+        if self._unavailable is None:
+            self._unavailable = {}
+            for tool in self._agent.tools:
+                if tool not in ALWAYS_AVAILABLE:
+                    params, why = self.tool_choices(tool)
+                    if params is None:
+                        self._unavailable[tool] = why
+        return self._unavailable
+
+    def choices(self) -> dict[str, dict[str, list[str] | None]]:
+        """Every available tool's parameter choices."""
+        out = {}
+        for tool in self._agent.tools:
+            params, _ = self.tool_choices(tool)
+            if params is not None:
+                out[tool] = params
+        return out
 
     @property
     def observation(self) -> dict[str, Any]:
         if self._observation is None:
             self._check_fresh()
-            self._observation = _build(self._sim, self._agent, self._captured, self.choices()[1])
+            self._observation = _build(self._sim, self._agent, self._captured, self.unavailable())
         return self._observation
 
     @property
     def affordances(self) -> list[dict[str, Any]]:
         if self._affordances is None:
-            self._affordances = _build_affordances(self._agent, self.choices()[0])
+            self._affordances = _build_affordances(self._agent, self.choices())
         return self._affordances
 
     @property
@@ -189,87 +211,68 @@ def _build_affordances(agent: Agent, choices: dict[str, dict[str, list[str] | No
     return out
 
 
-def _choices(sim: Simulation, agent: Agent) -> tuple[dict[str, dict[str, list[str] | None]], dict[str, str]]:
+ALWAYS_AVAILABLE = ("move_to", "say", "inspect")  # move_to takes any cell even where no other place exists
+
+
+def _tool_choices(sim: Simulation, agent: Agent, tool: str) -> tuple[dict[str, list[str] | None] | None, str]:
+    """One tool's parameter choices now, or None and why it is not available."""
     w = sim.world
     conv = sim.conv
     cell = agent.cell
-    place = w.place_of(cell)
-    choices: dict[str, dict[str, list[str] | None]] = {}
-    unavailable: dict[str, str] = {}
-    inventory = list(agent.inventory)
-    reach_agents: list[str] | None = None
-    reach_items: list[str] | None = None
-    for tool in agent.tools:
-        if tool == "move_to":
-            choices[tool] = {"dest": [p for p in w.place_names if p != place]}
-        elif tool == "take":
-            if len(inventory) >= conv.max_inventory:
-                unavailable[tool] = f"your inventory is full ({conv.max_inventory} items)"
-                continue
-            if reach_items is None:
-                reach_items = w.items_in_reach(cell)
-            takeable = [i for i in reach_items if not w.items[i].container]
-            if not takeable:
-                unavailable[tool] = "there is nothing to take within reach"
-            else:
-                choices[tool] = {"item": takeable}
-        elif tool == "drop":
-            if not inventory:
-                unavailable[tool] = "you carry nothing"
-            else:
-                choices[tool] = {"item": inventory}
-        elif tool == "give":
-            if reach_agents is None:
-                reach_agents = [a for a in w.agents_in_reach(cell) if a != agent.id]
-            if not inventory:
-                unavailable[tool] = "you carry nothing"
-            elif not reach_agents:
-                unavailable[tool] = "nobody is within reach"
-            else:
-                choices[tool] = {"item": inventory, "to": reach_agents}
-        elif tool == "say":
-            choices[tool] = {"text": None}
-        elif tool == "tell":
-            others = None
-            if len(w.agent_ids) <= TELL_CHOICES_LIMIT:
-                others = [a for a in w.agent_ids if a != agent.id]
-            if others == []:
-                unavailable[tool] = "there is nobody else in this world"
-            else:
-                choices[tool] = {"to": others, "text": None}
-        elif tool == "inspect":
-            choices[tool] = {"target": inspect_choices(sim, agent)}
-        else:
-            _work_choices(sim, agent, tool, inventory, w.structures_in_reach(cell), choices, unavailable)
-    return choices, unavailable
+    inventory = agent.inventory
+    if tool == "move_to":
+        place = w.place_of(cell)
+        return {"dest": [p for p in w.place_names if p != place]}, ""
+    if tool == "take":
+        if len(inventory) >= conv.max_inventory:
+            return None, f"your inventory is full ({conv.max_inventory} items)"
+        takeable = [i for i in w.items_in_reach(cell) if not w.items[i].container]
+        return ({"item": takeable}, "") if takeable else (None, "there is nothing to take within reach")
+    if tool == "drop":
+        return ({"item": list(inventory)}, "") if inventory else (None, "you carry nothing")
+    if tool == "give":
+        if not inventory:
+            return None, "you carry nothing"
+        reach_agents = [a for a in w.agents_in_reach(cell) if a != agent.id]
+        if not reach_agents:
+            return None, "nobody is within reach"
+        return {"item": list(inventory), "to": reach_agents}, ""
+    if tool == "say":
+        return {"text": None}, ""
+    if tool == "tell":
+        if len(w.agent_ids) <= 1:
+            return None, "there is nobody else in this world"
+        others = [a for a in w.agent_ids if a != agent.id] if len(w.agent_ids) <= TELL_CHOICES_LIMIT else None
+        return {"to": others, "text": None}, ""
+    if tool == "inspect":
+        return {"target": inspect_choices(sim, agent)}, ""
+    return _work_choices(sim, agent, tool)
 
 
-def _work_choices(sim: Simulation, agent: Agent, tool: str, inventory: list[str], reach_structs: list[str],
-                  choices: dict[str, dict[str, list[str] | None]], unavailable: dict[str, str]) -> None:
+def _work_choices(sim: Simulation, agent: Agent, tool: str) -> tuple[dict[str, list[str] | None] | None, str]:
     w = sim.world
     spec = sim.tools[tool].work
     assert spec is not None
-    held = [w.items[i].kind for i in inventory]
-    missing = [k for k in spec.needs_held if k not in held]
-    if missing:
-        unavailable[tool] = f"you need to carry a {missing[0]}"
-        return
+    inventory = agent.inventory
+    if spec.needs_held:
+        held = [w.items[i].kind for i in inventory]
+        missing = [k for k in spec.needs_held if k not in held]
+        if missing:
+            return None, f"you need to carry a {missing[0]}"
     params: dict[str, list[str] | None] = {}
     if spec.structure_kinds:
-        structs = [s for s in reach_structs if w.structures[s].kind in spec.structure_kinds]
+        structs = [s for s in w.structures_in_reach(agent.cell) if w.structures[s].kind in spec.structure_kinds]
         if not structs:
-            unavailable[tool] = f"no {' or '.join(spec.structure_kinds)} within reach"
-            return
+            return None, f"no {' or '.join(spec.structure_kinds)} within reach"
         params["structure"] = structs
     if spec.item_kinds:
         items = [i for i in inventory if w.items[i].kind in spec.item_kinds]
         if not items:
-            unavailable[tool] = f"you carry no {' or '.join(spec.item_kinds)}"
-            return
+            return None, f"you carry no {' or '.join(spec.item_kinds)}"
         params["item"] = items
     if spec.needs_code:
         params["code"] = None
-    choices[tool] = params
+    return params, ""
 
 
 def _fmt_time(ms: int) -> str:

@@ -49,8 +49,9 @@ def validate(sim: Simulation, agent: Agent, pending: Pending, command: dict[str,
                + ", ".join(agent.tools)
     if name not in agent.tools:
         return f"unknown action {name!r}; your tools are: {', '.join(agent.tools)}"
-    if name in pending.unavailable:
-        return f"{name} is not available now: {pending.unavailable[name]}"
+    params, why = pending.observation.tool_choices(name)
+    if params is None:
+        return f"{name} is not available now: {why}"
     tool = sim.tools[name]
     args = command.get("args", {})
     err = check_args(name, tool.input_schema, args)
@@ -62,7 +63,7 @@ def validate(sim: Simulation, agent: Agent, pending: Pending, command: dict[str,
             return "args.to: you cannot tell yourself; name another agent"
         if to not in sim.world.agents:
             return f"args.to: there is no agent {to!r}; agents you know of are in place.agents and visible.agents"
-    for param, choices in pending.choices.get(name, {}).items():
+    for param, choices in params.items():
         value = args[param]
         if choices is None:
             continue

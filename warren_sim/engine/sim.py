@@ -65,13 +65,7 @@ class Pending:
     answer: dict[str, Any] | None = None
     source: str = ""
 
-    @property
-    def choices(self) -> dict[str, dict[str, list[str] | None]]:
-        return self.observation.choices()[0]
 
-    @property
-    def unavailable(self) -> dict[str, str]:
-        return self.observation.choices()[1]
 
 
 @attrs.define(eq=False)

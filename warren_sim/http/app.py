@@ -28,6 +28,7 @@ from ..runtime.manager import RunManager, ServerConfig
 from ..runtime.run import RunError
 from ..scenarios import ScenarioError, list_scenarios, load_scenario
 from .docs_routes import register_docs_routes
+from .stream_routes import register_stream_routes
 
 
 class BadRequest(Exception):
@@ -112,6 +113,7 @@ def create_app(config: ServerConfig | None = None) -> QuartTrio:
 
     app.warren_state = state  # type: ignore[attr-defined]
     register_docs_routes(app)  # GET /v1/schemas, /v1/schemas/<name>, /v1/openapi.json
+    register_stream_routes(app, config, manager)  # WS /v1/runs/<run>/stream, GET /v1/runs/<run>/events
 
     @app.before_request
     async def _check_protocol() -> Response | None:
@@ -244,7 +246,8 @@ def create_app(config: ServerConfig | None = None) -> QuartTrio:
         from ..engine.records import dumps_record
 
         run = manager().get(run_id)
-        text = "".join(dumps_record(r) + "\n" for r in run.journal.records)
+        since = _int_arg("since", -1, minimum=-1)  # the records after cursor `since`, as flushed to disk
+        text = "".join(dumps_record(r) + "\n" for r in run.journal.records[since + 1:run.journal.flushed])
         return Response(text, content_type="application/x-ndjson")
 
     # -- agents --------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 
 from ..runtime.manager import ServerConfig
+from . import hypercorn_fixes
 from .app import create_app
 
 
@@ -61,6 +62,7 @@ def hypercorn_config(host: str, port: int, rate: float) -> HypercornConfig:
 async def start_server(config: ServerConfig, host: str = "127.0.0.1", port: int = 0, *,
                        task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
     """Serve until ``RunningServer.shutdown()``; ``task_status.started(RunningServer)``."""
+    hypercorn_fixes.apply()  # idle keep-alive connections close again after a request (see the module)
     app = create_app(config)
     app.config["BODY_TIMEOUT"] = config.body_timeout_s * config.rate  # real seconds, on the rated clock
     hc = hypercorn_config(host, port, config.rate)

@@ -28,6 +28,7 @@ __all__ = ["ENDPOINTS", "Endpoint", "Param", "expected_response", "find_endpoint
 JSON = "application/json"
 SCHEMA_JSON = "application/schema+json"
 NDJSON = "application/x-ndjson"
+SSE = "text/event-stream"
 
 #: Why each error status happens, phrased for the response descriptions.
 ERROR_TEXT: dict[int, str] = {
@@ -38,9 +39,18 @@ ERROR_TEXT: dict[int, str] = {
     409: "The X-Warren-Protocol request header (or protocol=) names another protocol, the agent is held by "
          "another live lease, or it is not a controlled agent of the run.",
     410: "The run has ended; the detail names its terminal status.",
+    408: "The request body did not arrive in time.",
     413: "The body is larger than 64 KiB.",
     422: "command_id or observation_id is missing or not a string (an empty command_id too): such a command "
          "cannot be deduplicated.",
+    429: "A server cap was reached (live runs per server, concurrent long-polls per lease, spectators per run); "
+         "the Retry-After header says when trying again makes sense.",
+}
+
+
+NO_CONTENT = {
+    "pollObservation": "No observation with seq > after came within wait seconds; poll again.",
+    "streamEvents": "The run has ended and the reconnecting reader has every record: stop reconnecting.",
 }
 
 
@@ -91,7 +101,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/v1/scenarios", "listScenarios", "List scenarios", 200, "scenario_list", (409,)),
     Endpoint("GET", "/v1/scenarios/{name}", "describeScenario",
              "Describe a scenario: roles, agents, objectives, parameters", 200, "scenario", (404, 409)),
-    Endpoint("POST", "/v1/runs", "createRun", "Create a run", 201, "run", (400, 404, 409, 413),
+    Endpoint("POST", "/v1/runs", "createRun", "Create a run", 201, "run", (400, 404, 408, 409, 413, 429),
              query=(Param("scenario", {"type": "string", "minLength": 1}, "scenario name", required=True),
                     Param("seed", {"type": "integer", "default": 0}, "the run's seed")),
              body="run_create",
@@ -106,7 +116,16 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "Start a created run now, whether or not every controlled agent is claimed", 200, "run",
              (404, 409, 410)),
     Endpoint("GET", "/v1/runs/{run_id}/journal", "getJournal", "The run's journal so far (JSON Lines)", 200, None,
-             (404, 409), media=NDJSON),
+             (400, 404, 409), media=NDJSON,
+             query=(Param("since", {"type": "integer", "minimum": -1, "default": -1},
+                          "only the records after this cursor (-1: all)"),)),
+    Endpoint("GET", "/v1/runs/{run_id}/events", "streamEvents",
+             "The run's journal records, live, as Server-Sent Events (id: cursor, event: kind, data: record)",
+             200, None, (400, 404, 409, 429), media=SSE, also=(204,),
+             query=(Param("since", {"type": "integer", "minimum": -1, "default": -1},
+                          "send the records after this cursor (-1: all); a Last-Event-ID header wins"),),
+             description="The same frames as the spectator WebSocket WS /v1/runs/{run_id}/stream. A reconnect "
+                         "(Last-Event-ID) to an ended run with nothing left to send gets 204."),
     Endpoint("POST", f"{_AGENT}/claim", "claimAgent", "Claim a controlled agent, or resume a live lease", 200,
              "claim_response", (404, 409, 410), query=(_LEASE, _PROTO),
              description="409 while another live lease holds the agent or when it is not controlled; 410 once "
@@ -117,7 +136,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "briefing", (401, 403, 404, 409), leased=True),
     Endpoint("GET", f"{_AGENT}/observations", "pollObservation",
              "The outstanding observation with seq > after, waiting up to wait seconds", 200, "envelope",
-             (400, 401, 403, 404, 409, 410), leased=True, also=(204,),
+             (400, 401, 403, 404, 409, 410, 429), leased=True, also=(204,),
              query=(Param("after", {"type": "integer", "minimum": -1, "default": -1},
                           "the highest seq already received (-1: none)"),
                     Param("wait", {"type": "number", "minimum": 0, "default": 0},
@@ -125,7 +144,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              description="Delivery is at-least-once: after a reconnect, after=-1 redelivers the outstanding "
                          "envelope."),
     Endpoint("POST", f"{_AGENT}/commands", "submitCommand", "Answer an observation with one command", 200,
-             "receipt", (400, 401, 403, 404, 409, 413, 422), leased=True, body="command", body_required=True,
+             "receipt", (400, 401, 403, 404, 408, 409, 413, 422), leased=True, body="command",
+             body_required=True,
              description="Every verdict is a 200 receipt: accepted, duplicate (the command_id was already "
                          "accepted; the original receipt's content), rejected, stale or expired."),
     Endpoint("GET", f"{_AGENT}/commands/{{command_id}}", "getReceipt",
@@ -200,14 +220,15 @@ def _operation(e: Endpoint) -> dict[str, Any]:
     ok: dict[str, Any] = {"description": e.summary, "headers": headers}
     if e.media == NDJSON:
         ok["content"] = {NDJSON: {"schema": {"type": "string", "description": "one JSON record per line"}}}
+    elif e.media == SSE:
+        ok["content"] = {SSE: {"schema": {"type": "string", "description": "Server-Sent Events"}}}
     elif e.schema is not None:
         ok["content"] = {e.media: {"schema": {"$ref": f"#/components/schemas/{_component(e.schema)}"}}}
     else:
         ok["content"] = {e.media: {"schema": {"type": "object"}}}
     responses: dict[str, Any] = {str(e.status): ok}
     for extra in e.also:
-        responses[str(extra)] = {"description": "No observation with seq > after came within wait seconds; "
-                                 "poll again.", "headers": headers}
+        responses[str(extra)] = {"description": NO_CONTENT.get(e.operation_id, "No content"), "headers": headers}
     for status in e.errors:
         responses[str(status)] = _error_response(status)
     responses["default"] = {"$ref": "#/components/responses/ProblemDefault"}
@@ -252,7 +273,9 @@ def openapi_document(server_url: str | None = None) -> dict[str, Any]:
                 "authoritative; one unanswered observation per agent; delivery is at-least-once and acceptance "
                 "exactly-once (client-minted command_ids); leases, not sessions. Every /v1 response carries "
                 f"{PROTOCOL_HEADER}: {PROTOCOL_VERSION}; a request naming another protocol in that header gets "
-                "409. Errors are application/problem+json with a teaching detail."),
+                "409. Errors are application/problem+json with a teaching detail. Two WebSocket bindings are not "
+                "described here (OpenAPI has no words for them): WS /v1/agent (the agent protocol as JSON-RPC 2.0) "
+                "and WS /v1/runs/{run_id}/stream?since= (spectator frames, as GET .../events)."),
             "license": {"name": "MIT", "identifier": "MIT"},
         },
         "paths": paths,

@@ -1,0 +1,120 @@
+"""engine: headless decisions/s of the ``warren`` scenario next to a SimPy replay of the same wakes.
+
+For each size N, one run with records gives every agent's wake times (its ``observation`` records); then,
+alternating within each repeat so both see the same machine noise:
+
+- the engine: ``run_headless`` on a fresh ``build_run(..., record=False)`` (building is not timed, as in
+  ``warren run``), decisions / wall seconds;
+- SimPy: N processes, process i replaying agent i's intervals between wakes with ``env.timeout``, doing
+  nothing else; events (wakes, the start included) / wall seconds of ``env.run()``.
+
+The ratio decisions/s : SimPy events/s says what share of a bare event loop's speed the engine keeps while
+doing everything else (observations, policies, validation, adjudication). Target: >= 0.25 at 1,000 agents.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+from bench.common import Options, fmt_stat, print_table, summary, target, targets_table
+from warren_sim.engine import run_headless
+from warren_sim.headless_cli import build_run
+from warren_sim.runtime.clock import wall_seconds
+
+TARGET_AGENTS = 1000
+TARGET_RATIO = 0.25
+
+
+def wake_intervals(n: int, seed: int = 0) -> tuple[list[list[int]], int]:
+    """Per agent (in id order), the intervals between its wakes, from a recorded run; and the decisions."""
+    sim, policies = build_run("warren", seed, {"agents": n}, "solution", record=True)
+    wakes: dict[str, list[int]] = {aid: [] for aid in sim.world.agent_ids}
+
+    def collect(s: Any) -> None:
+        for r in s.drain_records():
+            if r["kind"] == "observation":
+                wakes[r["agent"]].append(r["t"])
+
+    summary_ = run_headless(sim, policies, on_batch=collect)
+    collect(sim)
+    out = []
+    for aid, times in wakes.items():
+        assert times and times[0] == 0, f"{aid} does not wake at t=0 ('start'): {times[:3]}"
+        out.append([b - a for a, b in zip(times, times[1:], strict=False)])
+    return out, summary_["decisions"]
+
+
+def time_engine(n: int, seed: int = 0) -> tuple[float, int]:
+    sim, policies = build_run("warren", seed, {"agents": n}, "solution", record=False)
+    gc.collect()
+    t0 = wall_seconds()
+    s = run_headless(sim, policies)
+    return wall_seconds() - t0, s["decisions"]
+
+
+def time_simpy(intervals: list[list[int]]) -> tuple[float, int]:
+    import simpy
+
+    env = simpy.Environment()
+    woke = [0]
+
+    def forager(env: simpy.Environment, steps: list[int]) -> Iterator[Any]:
+        woke[0] += 1  # the first wake (t=0, "start")
+        for dt in steps:
+            yield env.timeout(dt)
+            woke[0] += 1
+
+    for steps in intervals:
+        env.process(forager(env, steps))
+    gc.collect()
+    t0 = wall_seconds()
+    env.run()
+    return wall_seconds() - t0, woke[0]
+
+
+def profile_engine(n: int, path: Any) -> None:
+    from pyinstrument import Profiler
+
+    sim, policies = build_run("warren", 0, {"agents": n}, "solution", record=False)
+    prof = Profiler(interval=0.0005)
+    prof.start()
+    run_headless(sim, policies)
+    prof.stop()
+    path.write_text(prof.output_text(unicode=False, color=False, show_all=False), encoding="utf-8")
+
+
+def run(opts: Options) -> dict[str, Any]:
+    sizes = [100, 1000] if opts.quick else [100, 1000, 10_000]
+    reps = opts.reps(3)
+    rows, results = [], []
+    for n in sizes:
+        intervals, decisions = wake_intervals(n)
+        wakes = sum(len(s) + 1 for s in intervals)
+        eng, sp, ratio = [], [], []
+        for _ in range(reps):
+            t_e, d = time_engine(n)
+            t_s, w = time_simpy(intervals)
+            assert d == decisions and w == wakes == decisions, (d, w, wakes, decisions)
+            eng.append(d / t_e)
+            sp.append(w / t_s)
+            ratio.append((d / t_e) / (w / t_s))
+        res = {"agents": n, "decisions": decisions, "simpy_events": wakes, "repeats": reps,
+               "decisions_per_s": summary(eng), "simpy_events_per_s": summary(sp), "ratio": summary(ratio)}
+        results.append(res)
+        rows.append([f"{n:,}", f"{decisions:,}", fmt_stat(res["decisions_per_s"]), fmt_stat(res["simpy_events_per_s"]),
+                     fmt_stat(res["ratio"], 3)])
+    print_table(f"engine: warren scenario headless vs SimPy replay ({reps} repeat(s); median (min-max))",
+                ["agents", "decisions", "engine decisions/s", "SimPy events/s", "ratio"], rows)
+    at = next(r for r in results if r["agents"] == TARGET_AGENTS)
+    targets = [target(f"engine:SimPy ratio at {TARGET_AGENTS:,} agents", at["ratio"]["median"], ">=", TARGET_RATIO)]
+    targets_table(targets)
+    out: dict[str, Any] = {"results": results, "targets": targets}
+    if opts.profile:
+        path = opts.out / "engine_profile.txt"
+        opts.out.mkdir(parents=True, exist_ok=True)
+        profile_engine(TARGET_AGENTS, path)
+        out["profile"] = str(path)
+        print(f"profile: {path}")
+    return out

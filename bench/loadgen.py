@@ -1,0 +1,630 @@
+"""The load process: ``python -m bench.loadgen MODE ...`` drives a server and prints one JSON line of results.
+
+It runs in its own process (its own core, as far as a 2-core machine allows), so the server's CPU is the
+server's alone. Modes:
+
+- ``http-agents``  K remote agents over HTTP long-polling (trio + ``httpx.AsyncClient``), each answering
+  every observation at once with the ``warren`` scenario's solution policy, run after run, for a duration;
+- ``ws-agents``    the same agents over the WebSocket binding: ``--connections one`` (batched
+  ``observations`` + ``agent.submit_many`` on one connection) or ``many`` (one connection per agent);
+- ``trivial``      K loops of GET + POST against ``bench/trivial_app.py`` (the stack's ceiling);
+- ``scale``        N agents of one run claimed and long-polling at once; wake latency of the first batch.
+
+Latency of a decision: from the envelope's publication (``deadline_unix - decision_deadline_s``; the server
+rounds ``deadline_unix`` to the millisecond) to the arrival of its ``accepted`` receipt, on one unix clock.
+Every loop is bounded by a wall-clock window and by a count; traffic goes to 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import ssl
+import sys
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import trio
+
+from bench.common import PROTO, percentile, proc_cpu_seconds, proc_status_kib, unix_now
+from warren_sim.runtime.clock import wall_seconds
+
+DEADLINE_S = 60.0  # decision deadline of the runs: never reached, it only anchors the publish time
+POLL_WAIT_S = 30.0
+MAX_RUNS = 10_000  # per invocation, whatever the duration
+MAX_DECISIONS_PER_AGENT = 100_000
+
+
+def _check_loopback(url: str) -> None:
+    host = urlsplit(url).hostname
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        raise SystemExit(f"loadgen: refusing to send traffic to {host!r}; only 127.0.0.1 is a target")
+
+
+class EnvelopeObservation:
+    """A policy's view of an envelope (the duck type of ``warren_sim.engine.policy.ObservationLike``)."""
+
+    __slots__ = ("affordances", "agent_id", "observation", "observation_id", "reason", "seq", "text", "time")
+
+    def __init__(self, env: dict[str, Any]) -> None:
+        self.agent_id = env["agent_id"]
+        self.observation_id = env["observation_id"]
+        self.seq = env["seq"]
+        self.time = env["sim_time_ms"]
+        self.reason = env["reason"]
+        self.observation = env["observation"]
+        self.affordances = env.get("affordances", [])
+        self.text = env.get("text", "")
+
+
+def command_body(env: dict[str, Any], decision: dict[str, Any]) -> dict[str, Any]:
+    oid = env["observation_id"]
+    return {"command_id": f"c-{oid}", "observation_id": oid, **decision}
+
+
+_SOLUTION: Any = None
+_IDS: dict[int, list[str]] = {}
+
+
+def solution() -> Any:
+    """The ``warren`` scenario's solution module (its ``make_policy(agent_id, role, briefing)``)."""
+    global _SOLUTION
+    if _SOLUTION is None:
+        from warren_sim.scenarios import load_scenario
+
+        _SOLUTION = load_scenario("warren", {"agents": 1}).solution
+    return _SOLUTION
+
+
+def agent_ids(k: int) -> list[str]:
+    if k not in _IDS:
+        from warren_sim.scenarios import load_scenario
+
+        _IDS[k] = [a.id for a in load_scenario("warren", {"agents": k}).spec.agents]
+    return _IDS[k]
+
+
+def run_body(ids: list[str], k: int) -> dict[str, Any]:
+    return {"controlled_agents": ids, "npc_policy": "none", "pace": None, "decision_deadline_s": DEADLINE_S,
+            "params": {"agents": k}}
+
+
+def own_cpu_seconds() -> float:
+    """CPU seconds (user + system) this load process has used so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Tally:
+    """What a mode counts: accepted decisions, their latencies, the time spent driving and in setup."""
+
+    def __init__(self, server_pid: int | None) -> None:
+        self.server_pid = server_pid
+        self.decisions = 0
+        self.refused: dict[str, int] = {}
+        self.latencies: list[float] = []
+        self.driving = 0.0
+        self.setup = 0.0
+        self.server_cpu = 0.0
+        self.runs = 0
+        self.runs_cut = 0
+        self.frames_out = 0
+        self.client_cpu = 0.0
+        self._t0 = 0.0
+        self._cpu0 = 0.0
+        self._own0 = 0.0
+        self._active = False
+
+    def accepted(self, receipt: dict[str, Any] | None, env: dict[str, Any], t: float) -> None:
+        status = receipt["status"] if receipt else "error"
+        if status in ("accepted", "duplicate"):  # duplicate: a retried command that was accepted the first time
+            self.decisions += 1
+            self.latencies.append(t - (env["deadline_unix"] - DEADLINE_S))
+        else:
+            self.refused[status] = self.refused.get(status, 0) + 1
+
+    def drive_start(self) -> None:
+        self._active = True
+        self._t0 = wall_seconds()
+        self._own0 = own_cpu_seconds()
+        self._cpu0 = proc_cpu_seconds(self.server_pid) if self.server_pid else 0.0
+
+    def drive_end(self) -> None:
+        if not self._active:
+            return
+        self._active = False
+        self.driving += wall_seconds() - self._t0
+        self.client_cpu += own_cpu_seconds() - self._own0
+        if self.server_pid:
+            self.server_cpu += proc_cpu_seconds(self.server_pid) - self._cpu0
+
+    def result(self, **extra: Any) -> dict[str, Any]:
+        lat_ms = [x * 1000 for x in self.latencies]
+        rate = self.decisions / self.driving if self.driving > 0 else 0.0
+        return {"decisions": self.decisions, "driving_s": self.driving, "setup_s": self.setup,
+                "decisions_per_s": rate, "runs": self.runs, "runs_cut": self.runs_cut, "refused": self.refused,
+                "latency_ms": {"p50": percentile(lat_ms, 50), "p99": percentile(lat_ms, 99),
+                               "max": max(lat_ms) if lat_ms else float("nan"), "n": len(lat_ms)},
+                "server_cpu_s": self.server_cpu,
+                "server_cpu_us_per_decision": 1e6 * self.server_cpu / self.decisions if self.decisions else None,
+                "client_cpu_s": self.client_cpu,
+                "client_cpu_us_per_decision": 1e6 * self.client_cpu / self.decisions if self.decisions else None,
+                "frames_out": self.frames_out, **extra}
+
+
+def http_client(url: str, connections: int, tls: ssl.SSLContext | None = None) -> httpx.AsyncClient:
+    """A client with a small pool. Why small: httpcore 1.0.9's ``_assign_requests_to_connections`` runs twice
+    per request and is O(pool size squared) (for each idle connection it rebuilds a list over all of them),
+    so one pool of 64 connections spends ~8 ms of CPU per request and caps a client near 125 requests/s.
+    So each agent (each ceiling loop) gets its own client, as independent agents would have anyway."""
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    # Plain http to loopback: TLS is never used; one shared context spares each client loading the CA store.
+    return httpx.AsyncClient(base_url=url, headers=PROTO, limits=limits, timeout=httpx.Timeout(90.0),
+                             verify=tls or _TLS)
+
+
+_TLS = ssl.create_default_context()
+RETRIES = 3
+
+
+async def send(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    """One request, retried on a connection the server closed as it was reused (keep-alive race).
+
+    Safe to retry: commands are deduplicated by ``command_id`` (a retry of an accepted one is ``duplicate``)
+    and a request refused on a dead connection never reached the server.
+    """
+    for attempt in range(RETRIES):
+        try:
+            return await client.request(method, url, **kwargs)
+        except (httpx.RemoteProtocolError, httpx.ConnectError, httpx.ReadError, httpx.WriteError):
+            if attempt == RETRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+# -- HTTP agents ---------------------------------------------------------------------------------------
+async def http_agents(args: argparse.Namespace) -> dict[str, Any]:
+    k, sol, tally = args.agents, solution(), Tally(args.server_pid)
+    ids = agent_ids(k)
+    clients = {aid: http_client(args.url, 2) for aid in ids}
+    try:
+        async with http_client(args.url, 2) as admin:
+            window_end = trio.current_time() + args.duration
+            while trio.current_time() < window_end and tally.runs < min(args.max_runs, MAX_RUNS):
+                await _http_run(admin, clients, sol, ids, k, window_end, tally)
+    finally:
+        for c in clients.values():
+            await c.aclose()
+    return tally.result(mode="http-agents", agents=k)
+
+
+async def _http_run(admin: httpx.AsyncClient, clients: dict[str, httpx.AsyncClient], sol: Any, ids: list[str],
+                    k: int, window_end: float, tally: Tally) -> None:
+    t0 = wall_seconds()
+    r = await send(admin, "POST", f"/v1/runs?scenario=warren&seed={tally.runs}", json=run_body(ids, k))
+    r.raise_for_status()
+    run_id = r.json()["run_id"]
+    tally.runs += 1
+    agents: dict[str, tuple[str, Any]] = {}
+
+    async def setup(aid: str) -> None:
+        client = clients[aid]
+        r = await send(client, "POST", f"/v1/runs/{run_id}/agents/{aid}/claim")
+        r.raise_for_status()
+        lease = r.json()["lease"]
+        b = await send(client, "GET", f"/v1/runs/{run_id}/agents/{aid}/briefing?lease={lease}")
+        b.raise_for_status()
+        brief = b.json()
+        agents[aid] = (lease, sol.make_policy(aid, brief["role"], brief))
+
+    async with trio.open_nursery() as nursery:  # everyone but the last: the run starts with the last claim
+        for aid in ids[:-1]:
+            nursery.start_soon(setup, aid)
+    tally.setup += wall_seconds() - t0
+
+    async def play(aid: str) -> None:
+        lease, policy = agents[aid]
+        client = clients[aid]
+        base = f"/v1/runs/{run_id}/agents/{aid}"
+        after = -1
+        for _ in range(MAX_DECISIONS_PER_AGENT):
+            r = await send(client, "GET", f"{base}/observations?after={after}&wait={POLL_WAIT_S:g}&lease={lease}")
+            if r.status_code == 410:
+                return
+            if r.status_code == 204:
+                continue
+            r.raise_for_status()
+            env = r.json()
+            body = command_body(env, policy.decide(EnvelopeObservation(env)))
+            c = await send(client, "POST", f"{base}/commands?lease={lease}", json=body)
+            t = unix_now()
+            c.raise_for_status()
+            tally.accepted(c.json(), env, t)
+            after = env["seq"]
+
+    with trio.move_on_at(window_end) as window:
+        async with trio.open_nursery() as nursery:
+            for aid in ids[:-1]:
+                nursery.start_soon(play, aid)
+            tally.drive_start()
+            await setup(ids[-1])
+            nursery.start_soon(play, ids[-1])
+    tally.drive_end()
+    if window.cancelled_caught:
+        tally.runs_cut += 1
+        with trio.move_on_after(10):
+            await send(admin, "DELETE", f"/v1/runs/{run_id}")
+
+
+# -- WebSocket agents ------------------------------------------------------------------------------------
+class RpcClient:
+    """JSON-RPC 2.0 over one trio-websocket connection: a reader task, fire-and-forget or awaited calls."""
+
+    def __init__(self, ws: Any, tally: Tally) -> None:
+        self.ws = ws
+        self.tally = tally
+        self.next_id = 0
+        self.replies: dict[int, Callable[[dict[str, Any], float], None]] = {}
+        self.notes_send, self.notes = trio.open_memory_channel[dict[str, Any]](math.inf)
+
+    async def reader(self) -> None:
+        from trio_websocket import ConnectionClosed
+
+        while True:
+            try:
+                raw = await self.ws.get_message()
+            except ConnectionClosed:
+                return
+            msg = json.loads(raw)
+            t = unix_now()
+            if "method" in msg:
+                if msg["method"] == "ping" and "id" in msg:  # the server's heartbeat
+                    await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": msg["id"],
+                                                           "result": msg.get("params", {})}))
+                else:
+                    self.notes_send.send_nowait(msg)
+                continue
+            handler = self.replies.pop(msg.get("id"), None)
+            if handler is not None:
+                handler(msg, t)
+
+    async def send(self, method: str, params: dict[str, Any],
+                   on_reply: Callable[[dict[str, Any], float], None]) -> None:
+        self.next_id += 1
+        self.replies[self.next_id] = on_reply
+        self.tally.frames_out += 1
+        await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method,
+                                               "params": params}))
+
+    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        box: list[dict[str, Any]] = []
+        done = trio.Event()
+
+        def got(msg: dict[str, Any], t: float) -> None:
+            box.append(msg)
+            done.set()
+
+        await self.send(method, params, got)
+        await done.wait()
+        if "error" in box[0]:
+            raise RuntimeError(f"{method}: {box[0]['error']}")
+        return box[0]["result"]
+
+
+class WsAgents:
+    """Leases and policies of one run's agents; an agent's policy may arrive after its first envelope."""
+
+    def __init__(self, run_id: str, sol: Any) -> None:
+        self.run_id, self.sol = run_id, sol
+        self.ready: dict[str, tuple[str, Any]] = {}
+        self.events: dict[str, trio.Event] = {}
+
+    async def setup(self, rpc: RpcClient, aid: str) -> None:
+        claim = await rpc.call("agent.claim", {"run_id": self.run_id, "agent_id": aid})
+        brief = await rpc.call("agent.briefing", {"run_id": self.run_id, "agent_id": aid, "lease": claim["lease"]})
+        self.ready[aid] = (claim["lease"], self.sol.make_policy(aid, brief["role"], brief))
+        self.events.setdefault(aid, trio.Event()).set()
+
+    async def get(self, aid: str) -> tuple[str, Any]:
+        if aid not in self.ready:
+            await self.events.setdefault(aid, trio.Event()).wait()
+        return self.ready[aid]
+
+
+async def _decide(rpc: RpcClient, agents: WsAgents, tally: Tally, batched: bool) -> None:
+    """Answer every envelope as it arrives; return on the run's end (``run.status``)."""
+    async for msg in rpc.notes:
+        method = msg["method"]
+        if method == "run.status":
+            return
+        if method == "observation":
+            items = [msg["params"]]
+        elif method == "observations":
+            items = msg["params"]["envelopes"]
+        else:
+            continue  # outcome notifications
+        envs, commands = [], []
+        for item in items:
+            env = item["envelope"]
+            aid = env["agent_id"]
+            lease, policy = await agents.get(aid)
+            commands.append({"run_id": agents.run_id, "agent_id": aid, "lease": lease,
+                             "command": command_body(env, policy.decide(EnvelopeObservation(env)))})
+            envs.append(env)
+        if batched:
+            def on_many(reply: dict[str, Any], t: float, envs: list[dict[str, Any]] = envs) -> None:
+                results = reply.get("result", {}).get("results", [{}] * len(envs))
+                for env, res in zip(envs, results, strict=True):
+                    tally.accepted(res.get("receipt"), env, t)
+
+            await rpc.send("agent.submit_many", {"commands": commands}, on_many)
+        else:
+            for env, params in zip(envs, commands, strict=True):
+                def on_one(reply: dict[str, Any], t: float, env: dict[str, Any] = env) -> None:
+                    tally.accepted(reply.get("result"), env, t)
+
+                await rpc.send("agent.submit", params, on_one)
+
+
+def _ws_url(url: str) -> str:
+    return "ws" + url.removeprefix("http") + "/v1/agent"
+
+
+async def _open_rpc(nursery: trio.Nursery, url: str, tally: Tally) -> RpcClient:
+    from trio_websocket import connect_websocket_url
+
+    ws = await connect_websocket_url(nursery, url, extra_headers=[(b"X-Warren-Protocol", b"warren-agent/0")],
+                                     max_message_size=16 * 2**20, receive_buffer_size=2**16)
+    rpc = RpcClient(ws, tally)
+    nursery.start_soon(rpc.reader)
+    await rpc.call("initialize", {"protocol": "warren-agent/0"})
+    return rpc
+
+
+async def ws_agents(args: argparse.Namespace) -> dict[str, Any]:
+    k, sol, tally = args.agents, solution(), Tally(args.server_pid)
+    ids = agent_ids(k)
+    one = args.connections == "one"
+    url = _ws_url(args.url)
+    async with http_client(args.url, 4) as http:
+        window_end = trio.current_time() + args.duration
+        while trio.current_time() < window_end and tally.runs < min(args.max_runs, MAX_RUNS):
+            t0 = wall_seconds()
+            r = await send(http, "POST", f"/v1/runs?scenario=warren&seed={tally.runs}", json=run_body(ids, k))
+            r.raise_for_status()
+            run_id = r.json()["run_id"]
+            tally.runs += 1
+            agents = WsAgents(run_id, sol)
+            with trio.move_on_at(window_end) as window:
+                async with trio.open_nursery() as conns:  # the connections live as long as the run
+                    if one:
+                        rpc = await _open_rpc(conns, url, tally)
+                        rpcs = {aid: rpc for aid in ids}
+                    else:
+                        opened = await _gather([_open_rpc(conns, url, tally) for _ in ids])
+                        rpcs = dict(zip(ids, opened, strict=True))
+                    await _gather([agents.setup(rpcs[aid], aid) for aid in ids[:-1]])
+                    tally.setup += wall_seconds() - t0
+                    async with trio.open_nursery() as players:
+                        for rpc in dict.fromkeys(rpcs.values()):
+                            players.start_soon(_decide, rpc, agents, tally, one)
+                        tally.drive_start()
+                        await agents.setup(rpcs[ids[-1]], ids[-1])
+                    tally.drive_end()
+                    for rpc in dict.fromkeys(rpcs.values()):  # a closing handshake, then the readers stop
+                        with trio.move_on_after(5):
+                            await rpc.ws.aclose()
+                    conns.cancel_scope.cancel()
+            if window.cancelled_caught:
+                tally.drive_end()
+                tally.runs_cut += 1
+                with trio.move_on_after(10):
+                    await send(http, "DELETE", f"/v1/runs/{run_id}")
+    return tally.result(mode="ws-agents", connections=args.connections, agents=k)
+
+
+async def _gather(coros: list[Any]) -> list[Any]:
+    out: list[Any] = [None] * len(coros)
+
+    async def one(i: int, coro: Any) -> None:
+        out[i] = await coro
+
+    async with trio.open_nursery() as nursery:
+        for i, coro in enumerate(coros):
+            nursery.start_soon(one, i, coro)
+    return out
+
+
+# -- the ceiling -----------------------------------------------------------------------------------------
+async def trivial(args: argparse.Namespace) -> dict[str, Any]:
+    k = args.agents
+    counts = [0] * k
+    lat: list[float] = []
+    body = {"command_id": "c-forager-1#0", "observation_id": "forager-1#0", "sleep_ms": 1000}
+    clients = [http_client(args.url, 2) for _ in range(k)]
+    try:
+        async def warm(client: httpx.AsyncClient) -> None:
+            (await send(client, "GET", "/trivial")).raise_for_status()
+
+        await _gather([warm(c) for c in clients])
+
+        async def loop(i: int) -> None:
+            client = clients[i]
+            for _ in range(10_000_000):
+                t0 = wall_seconds()
+                r = await send(client, "GET", "/trivial")
+                r.raise_for_status()
+                r.json()
+                c = await send(client, "POST", "/trivial", json=body)
+                c.raise_for_status()
+                c.json()
+                counts[i] += 2
+                lat.append(wall_seconds() - t0)
+
+        cpu0 = proc_cpu_seconds(args.server_pid) if args.server_pid else 0.0
+        own0 = own_cpu_seconds()
+        t0 = wall_seconds()
+        with trio.move_on_after(args.duration):
+            async with trio.open_nursery() as nursery:
+                for i in range(k):
+                    nursery.start_soon(loop, i)
+        elapsed = wall_seconds() - t0
+        cpu = (proc_cpu_seconds(args.server_pid) - cpu0) if args.server_pid else 0.0
+        own = own_cpu_seconds() - own0
+    finally:
+        for c in clients:
+            await c.aclose()
+    n = sum(counts)
+    pair_ms = [x * 1000 for x in lat]
+    return {"mode": "trivial", "loops": k, "requests": n, "elapsed_s": elapsed, "requests_per_s": n / elapsed,
+            "pair_latency_ms": {"p50": percentile(pair_ms, 50), "p99": percentile(pair_ms, 99)},
+            "server_cpu_s": cpu, "server_cpu_us_per_request": 1e6 * cpu / n if n else None,
+            "client_cpu_s": own, "client_cpu_us_per_request": 1e6 * own / n if n else None}
+
+
+# -- scale: N long-polls at once --------------------------------------------------------------------------
+async def scale(args: argparse.Namespace) -> dict[str, Any]:
+    """Claim every agent of ``--run`` but one, hold a long-poll for each, then claim the last (the run
+    starts: one batch of N envelopes). Measures publish -> receipt of each envelope, answers each with a noop."""
+    shard = 4  # agents per client (see http_client)
+    run_id = args.run
+    clients = [http_client(args.url, shard + 1) for _ in range(0, args.agents, shard)]
+    try:
+        view = (await send(clients[0], "GET", f"/v1/runs/{run_id}")).json()
+        ids = [a["agent_id"] for a in view["agents"] if a["controlled"]]
+        n = len(ids)
+        client_of = {aid: clients[i // shard] for i, aid in enumerate(ids)}
+        leases: dict[str, str] = {}
+        limit = trio.Semaphore(64)
+
+        async def claim(aid: str) -> None:
+            async with limit:
+                r = await send(client_of[aid], "POST", f"/v1/runs/{run_id}/agents/{aid}/claim")
+                r.raise_for_status()
+                leases[aid] = r.json()["lease"]
+
+        t0 = wall_seconds()
+        async with trio.open_nursery() as nursery:
+            for aid in ids[:-1]:
+                nursery.start_soon(claim, aid)
+        claim_s = wall_seconds() - t0
+
+        received: list[float] = []
+        accepted: list[float] = []
+        publish: list[float] = []
+        statuses: dict[str, int] = {}
+
+        # At most CONNECTING polls between "task started" and "request sent", so the connections never
+        # overflow Hypercorn's accept backlog (100): overflowing it costs SYN/ACK retransmissions of 1 s, 3 s,
+        # 7 s... and polls that reach the server long after the batch was published.
+        connecting = trio.Semaphore(50)
+        sent: list[int] = [0]
+
+        async def poll_and_answer(aid: str) -> None:
+            c, lease = client_of[aid], leases[aid]
+            slot = [True]
+            await connecting.acquire()
+
+            async def trace(event: str, info: dict[str, Any]) -> None:
+                if event == "http11.send_request_headers.complete" and slot[0]:
+                    slot[0] = False
+                    sent[0] += 1
+                    connecting.release()
+
+            try:
+                for _ in range(10):  # a 204 (the wait ran out) is retried; bounded
+                    r = await send(c, "GET", f"/v1/runs/{run_id}/agents/{aid}/observations?after=-1&wait=55"
+                                   f"&lease={lease}", extensions={"trace": trace})
+                    if r.status_code != 204:
+                        break
+            finally:
+                if slot[0]:
+                    connecting.release()
+            t = unix_now()
+            statuses[str(r.status_code)] = statuses.get(str(r.status_code), 0) + 1
+            if r.status_code != 200:
+                return
+            env = r.json()
+            received.append(t)
+            publish.append(env["deadline_unix"] - DEADLINE_S)
+            a = await send(c, "POST", f"/v1/runs/{run_id}/agents/{aid}/commands?lease={lease}",
+                             json=command_body(env, {"noop": True}))
+            if a.status_code == 200 and a.json()["status"] == "accepted":
+                accepted.append(unix_now())
+
+        rss: dict[str, int] = {}
+        hold_s = quiet_s = float("nan")
+        with trio.move_on_after(args.timeout) as overall:
+            async with trio.open_nursery() as nursery:
+                t1 = wall_seconds()
+                for aid in ids[:-1]:
+                    nursery.start_soon(poll_and_answer, aid)
+                while sent[0] < n - 1 and wall_seconds() - t1 < 120:  # every poll request is on the wire
+                    await trio.sleep(0.05)
+                quiet_s = await wait_quiet(args.server_pid, limit_s=40.0)  # ... and parked in the server
+                hold_s = wall_seconds() - t1
+                rss["holding_kib"] = proc_status_kib(args.server_pid, "VmRSS")
+                await claim(ids[-1])
+                nursery.start_soon(poll_and_answer, ids[-1])
+        rss["after_kib"] = proc_status_kib(args.server_pid, "VmRSS")
+        rss["peak_kib"] = proc_status_kib(args.server_pid, "VmHWM")
+        p0 = min(publish) if publish else float("nan")
+        wake_ms = [(t - p) * 1000 for t, p in zip(received, publish, strict=True)]
+        with trio.move_on_after(30):
+            await send(clients[0], "DELETE", f"/v1/runs/{run_id}")
+    finally:
+        for c in clients:
+            with trio.move_on_after(10):
+                await c.aclose()
+    return {"mode": "scale", "agents": n, "claim_s": claim_s, "polls_held_after_s": hold_s, "quiet_wait_s": quiet_s,
+            "polls_sent_before_batch": sent[0],
+            "statuses": statuses, "timed_out": overall.cancelled_caught,
+            "wake_latency_ms": {"p50": percentile(wake_ms, 50), "p99": percentile(wake_ms, 99),
+                                "max": max(wake_ms) if wake_ms else float("nan"), "n": len(wake_ms)},
+            "all_answered_after_publish_s": (max(accepted) - p0) if accepted else float("nan"),
+            "answered": len(accepted), "server_rss": rss,
+            "client_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+
+
+async def wait_quiet(pid: int, *, limit_s: float, window_s: float = 0.5, busy_frac: float = 0.05) -> float:
+    """Wait until the server uses under ``busy_frac`` of a core over ``window_s`` (its polls are all parked)."""
+    t0 = wall_seconds()
+    while wall_seconds() - t0 < limit_s:
+        c0 = proc_cpu_seconds(pid)
+        await trio.sleep(window_s)
+        if proc_cpu_seconds(pid) - c0 < busy_frac * window_s:
+            break
+    return wall_seconds() - t0
+
+
+# -- entry point -------------------------------------------------------------------------------------------
+MODES = {"http-agents": http_agents, "ws-agents": ws_agents, "trivial": trivial, "scale": scale}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.loadgen")
+    p.add_argument("mode", choices=sorted(MODES))
+    p.add_argument("--url", required=True)
+    p.add_argument("--agents", type=int, default=1, help="agents (or loops for trivial)")
+    p.add_argument("--duration", type=float, default=3.0, help="seconds of load")
+    p.add_argument("--server-pid", type=int, default=0, help="read this process's CPU time (and RSS for scale)")
+    p.add_argument("--connections", choices=("one", "many"), default="one")
+    p.add_argument("--max-runs", type=int, default=MAX_RUNS)
+    p.add_argument("--run", help="scale: the run to claim")
+    p.add_argument("--timeout", type=float, default=180.0, help="scale: give up after this many seconds")
+    args = p.parse_args(argv)
+    _check_loopback(args.url)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    result = trio.run(MODES[args.mode], args)
+    sys.stdout.write(json.dumps(result, allow_nan=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

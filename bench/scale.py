@@ -1,0 +1,125 @@
+"""scale: one server holding N long-polls at once, and a 100,000-agent headless run.
+
+1. Served: a ``warren`` run with N agents, every one controlled (npc_policy none), served by
+   ``bench/served.py`` (``warren serve``'s start path; it creates the run in-process because a
+   ``POST /v1/runs`` body naming 10,000 agents is over the protocol's 64 KiB body limit). The load process
+   claims N-1 agents, holds a long-poll for each (N-1 connections), waits until the server is idle, reads
+   its RSS, then claims the last agent: the run starts and one batch publishes N envelopes at once. Wake
+   latency = envelope published -> the client has the envelope; every agent then answers with a noop.
+   Server memory: ``VmRSS`` while the polls are held and after the batch, ``VmHWM`` (peak). Target < 1 GiB.
+2. Headless: ``warren run warren --param agents=M --quiet`` in a subprocess; its peak RSS is the
+   ``ru_maxrss`` of that child (``os.wait4``: the rusage of RUSAGE_CHILDREN, for that child alone) and its
+   decisions/s the one it prints. Target < 2 GiB.
+
+Full: N = 10,000, M = 100,000. Quick: N = 1,000, M = 10,000.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.common import (
+    REPO,
+    Options,
+    ServerProcess,
+    bench_env,
+    fmt_num,
+    loadgen,
+    print_table,
+    proc_status_kib,
+    target,
+    targets_table,
+)
+from warren_sim.runtime.clock import wall_seconds
+
+GIB_KIB = 2**20
+SERVED_TARGET_KIB = 1 * GIB_KIB
+HEADLESS_TARGET_KIB = 2 * GIB_KIB
+
+
+def served(n: int, profile_to: Path | None = None) -> dict[str, Any]:
+    spec = json.dumps({"scenario": "warren", "agents": n})
+    prefix = [sys.executable]
+    if profile_to is not None:
+        prefix += ["-m", "pyinstrument", "-r", "text", "-o", str(profile_to)]
+    with ServerProcess([*prefix, "-m", "bench.served", "--data-dir", "{dir}/data", "--run", spec],
+                       name="warren-served", stop_timeout=60) as server:
+        line = server.readline()
+        if not line.startswith("RUN "):
+            raise RuntimeError(f"bench.served did not create the run: {line!r} {server.stderr_tail()}")
+        run_id = line.split()[1]
+        rss_idle = proc_status_kib(server.pid, "VmRSS")
+        r = loadgen("scale", "--url", server.url, "--agents", str(n), "--run", run_id, "--server-pid",
+                    str(server.pid), "--timeout", "300", timeout=420)
+        server_rss = proc_status_kib(server.pid, "VmHWM")
+    r["server_rss"]["created_run_kib"] = rss_idle
+    r["server_rss"]["peak_kib"] = max(r["server_rss"].get("peak_kib", 0), server_rss)
+    return r
+
+
+def headless(m: int) -> dict[str, Any]:
+    """``warren run`` in a child reaped with ``os.wait4``, which gives that child's own ``ru_maxrss`` (KiB)."""
+    argv = [sys.executable, "-m", "warren_sim.cli", "run", "warren", "--param", f"agents={m}", "--quiet"]
+    t0 = wall_seconds()
+    with open(os.devnull, "w") as devnull:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=devnull, text=True, cwd=REPO,
+                                env=bench_env())
+        assert proc.stdout is not None
+        out = proc.stdout.read()  # bounded: the summary is a few lines
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # tell Popen the child is reaped
+        proc.stdout.close()
+    wall = wall_seconds() - t0
+    found = re.search(r"([\d,]+) decisions, wall ([\d.]+)s, ([\d,]+) decisions/s", out)
+    return {"agents": m, "exit": proc.returncode, "wall_s": wall, "maxrss_kib": usage.ru_maxrss,
+            "decisions": int(found.group(1).replace(",", "")) if found else None,
+            "run_wall_s": float(found.group(2)) if found else None,
+            "decisions_per_s": float(found.group(3).replace(",", "")) if found else None,
+            "summary": out.strip().splitlines()[:2]}
+
+
+def run(opts: Options) -> dict[str, Any]:
+    n = 1000 if opts.quick else 10_000
+    m = 10_000 if opts.quick else 100_000
+    s = served(n)
+    h = headless(m)
+    if h["exit"] != 0:
+        raise RuntimeError(f"warren run warren --param agents={m} exited {h['exit']}: {h['summary']}")
+    rss = s["server_rss"]
+    lat = s["wake_latency_ms"]
+    print_table(f"scale: {n:,} long-polls held by one server", ["measure", "value"], [
+        ["agents claimed, long-polling", f"{s['agents']:,}"],
+        ["claiming them took", f"{s['claim_s']:.1f} s"],
+        ["server RSS, run created", f"{rss['created_run_kib'] / 1024:,.0f} MiB"],
+        ["server RSS, polls held", f"{rss.get('holding_kib', 0) / 1024:,.0f} MiB"],
+        ["server RSS, after the batch", f"{rss.get('after_kib', 0) / 1024:,.0f} MiB"],
+        ["server peak RSS (VmHWM)", f"{rss['peak_kib'] / 1024:,.0f} MiB"],
+        ["wake latency p50 / p99 / max", f"{fmt_num(lat['p50'])} / {fmt_num(lat['p99'])} / {fmt_num(lat['max'])} ms"
+                                         f" (n={lat['n']:,})"],
+        ["all answered, after publish", f"{s['all_answered_after_publish_s']:.2f} s ({s['answered']:,} noops)"],
+    ], note="one measurement (no repeats): each takes tens of seconds")
+    print_table(f"scale: {m:,}-agent headless run", ["measure", "value"], [
+        ["decisions", f"{h['decisions']:,}" if h["decisions"] else "-"],
+        ["decisions/s (its own figure)", fmt_num(h["decisions_per_s"] or float("nan"))],
+        ["wall, whole process", f"{h['wall_s']:.1f} s"],
+        ["max RSS (ru_maxrss)", f"{h['maxrss_kib'] / 1024:,.0f} MiB"],
+    ])
+    targets = [target(f"server peak RSS, {n:,} long-polls", rss["peak_kib"] / 1024, "<", SERVED_TARGET_KIB / 1024,
+                      " MiB"),
+               target(f"headless max RSS, {m:,} agents", h["maxrss_kib"] / 1024, "<", HEADLESS_TARGET_KIB / 1024,
+                      " MiB")]
+    targets_table(targets)
+    out: dict[str, Any] = {"served": s, "headless": h, "targets": targets}
+    if opts.profile:  # where the served time goes (a separate pass: profiling slows the server down)
+        opts.out.mkdir(parents=True, exist_ok=True)
+        path = opts.out / "scale_profile_server.txt"
+        served(n, profile_to=path)
+        out["profile"] = str(path)
+        print(f"profile: {path}")
+    return out

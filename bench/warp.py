@@ -1,0 +1,69 @@
+"""warp: wall time of the expiry tests in warped time (pytest-trio's autojump clock).
+
+``pytest tests/test_protocol_transports.py -k "lease or deadline or expiry"`` runs the tests whose lease TTLs
+(300 s) and decision deadlines (60 s) pass in full, over HTTP and WebSocket, on the in-process app. Reported:
+the wall time of the whole subprocess (interpreter start, imports, collection included) and pytest's own
+duration (its ``in N s`` line). Target: < 2 s of wall time.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from typing import Any
+
+from bench.common import REPO, Options, bench_env, fmt_stat, print_table, summary, target, targets_table
+from warren_sim.runtime.clock import wall_seconds
+
+SELECT = "lease or deadline or expiry"
+TEST_FILE = "tests/test_protocol_transports.py"
+TARGET_S = 2.0
+
+
+def pytest_argv(*extra: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", TEST_FILE, "-k", SELECT, "-p", "no:cacheprovider", *extra]
+
+
+def once() -> dict[str, Any]:
+    t0 = wall_seconds()
+    done = subprocess.run(pytest_argv(), capture_output=True, text=True, cwd=REPO, env=bench_env(), timeout=300)
+    wall = wall_seconds() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"the warped tests failed (exit {done.returncode}):\n{done.stdout[-3000:]}")
+    found = re.search(r"(\d+) passed.* in ([\d.]+)s", done.stdout)
+    return {"wall_s": wall, "pytest_s": float(found.group(2)) if found else float("nan"),
+            "passed": int(found.group(1)) if found else 0}
+
+
+def import_seconds() -> float:
+    """Wall time of a bare ``python -c 'import pytest, trio, quart_trio, warren_sim.http.app'`` (the floor)."""
+    t0 = wall_seconds()
+    subprocess.run([sys.executable, "-c", "import pytest, pytest_trio, trio, quart_trio, hypothesis, "
+                    "warren_sim.http.app"], check=True, cwd=REPO, env=bench_env(), timeout=120)
+    return wall_seconds() - t0
+
+
+def run(opts: Options) -> dict[str, Any]:
+    reps = opts.reps(5, 1)
+    runs = [once() for _ in range(reps)]
+    imports = [import_seconds() for _ in range(reps)]
+    wall = summary(r["wall_s"] for r in runs)
+    own = summary(r["pytest_s"] for r in runs)
+    imp = summary(imports)
+    print_table(f"warp: {runs[0]['passed']} expiry tests under the autojump clock ({reps} repeat(s); median (min-max))",
+                ["measure", "seconds"],
+                [["wall, whole pytest subprocess", fmt_stat(wall, 2)], ["pytest's own duration", fmt_stat(own, 2)],
+                 ["floor: python + imports only", fmt_stat(imp, 2)]])
+    targets = [target("warped expiry tests, wall", wall["median"], "<", TARGET_S, " s")]
+    targets_table(targets)
+    out: dict[str, Any] = {"command": " ".join(pytest_argv()[1:]), "passed": runs[0]["passed"], "wall_s": wall,
+                           "pytest_s": own, "imports_s": imp, "runs": runs, "targets": targets}
+    if opts.profile:
+        opts.out.mkdir(parents=True, exist_ok=True)
+        path = opts.out / "warp_profile.txt"
+        subprocess.run([sys.executable, "-m", "pyinstrument", "-r", "text", "-o", str(path), "-m", "pytest",
+                        *pytest_argv()[3:]], cwd=REPO, env=bench_env(), timeout=300, capture_output=True)
+        out["profile"] = str(path)
+        print(f"profile: {path}")
+    return out

@@ -1,0 +1,75 @@
+"""Two fixes for Hypercorn 0.18's trio worker, so that connections close when they should.
+
+Both bugs have one cause: Hypercorn does connection-level work (re-arming the idle timer, closing the
+socket) from inside the ASGI app's task, and Quart-Trio cancels that task's nursery as soon as Hypercorn
+reports the stream closed, which happens in the same breath. Both were found by
+``tests/test_hygiene_e2e.py``, which fails without them.
+
+1. Idle keep-alive connections never closed after their first request. After each response Hypercorn
+   re-arms the idle timer with ``await nursery.start(...)`` (``TrioSingleTask.restart``); the caller is
+   already cancelled, so trio's ``TaskStatus.started()`` leaves the timer task in the cancelled caller
+   instead of moving it to the connection's nursery, and the timer dies at once. Measured: still open
+   after 20 s with ``keep_alive_timeout = 5``, a slot any client can pin with one request. (Sometimes the
+   restart does not even get that far: it first awaits a lock, and that checkpoint raises ``Cancelled``.)
+   The fix spawns the timer with ``start_soon`` straight into the connection's nursery and keeps its
+   cancel scope, without any checkpoint (otherwise the same: one timer at a time, a restart cancels the
+   previous one, stop cancels it).
+2. A connection answered before its request body was complete (408 after ``BODY_TIMEOUT``, 413, a 401 on
+   a POST...) must be closed, and Hypercorn tries: ``protocol_send(Closed())`` calls ``send_eof()`` then
+   ``aclose()``; in the cancelled app task ``send_eof`` raises ``Cancelled`` and the socket stays open with
+   no timer at all (measured: still open after 40 s, so a slow-body client pins it for good). The fix
+   shields the close (two non-blocking socket calls); the rest of the handling is unchanged.
+
+Applied by :func:`warren_sim.http.server.start_server`; idempotent. Recheck on any Hypercorn upgrade.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+from hypercorn.events import Closed
+from hypercorn.trio import tcp_server, worker_context
+
+__all__ = ["apply"]
+
+
+async def _restart(self: Any, task_group: Any, action: Callable[[], Awaitable[None]]) -> None:
+    # No checkpoint at all (the original awaited a lock first, and a checkpoint in a cancelled caller raises
+    # before the timer exists): with no await inside, restart and stop are atomic, so no lock is needed.
+    if self._handle is not None:
+        self._handle.cancel()
+    scope = trio.CancelScope()
+
+    async def timer() -> None:
+        with scope:
+            await action()
+
+    task_group._nursery.start_soon(timer)
+    self._handle = scope
+
+
+async def _stop(self: Any) -> None:
+    if self._handle is not None:
+        self._handle.cancel()
+    self._handle = None
+
+
+_original_protocol_send = tcp_server.TCPServer.protocol_send
+
+
+async def _protocol_send(self: Any, event: Any) -> None:
+    if isinstance(event, Closed):
+        with trio.CancelScope(shield=True):
+            await self._close()
+        await self.protocol.handle(Closed())
+    else:
+        await _original_protocol_send(self, event)
+
+
+def apply() -> None:
+    """Install both fixes (once)."""
+    worker_context.TrioSingleTask.restart = _restart  # type: ignore[method-assign]
+    worker_context.TrioSingleTask.stop = _stop  # type: ignore[method-assign]
+    tcp_server.TCPServer.protocol_send = _protocol_send  # type: ignore[method-assign]

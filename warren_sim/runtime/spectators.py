@@ -1,0 +1,141 @@
+"""Spectators: one run's journal as a stream of frames, for the WebSocket and SSE routes.
+
+A :class:`Subscription` yields the journal records with ``cursor > since`` in cursor order, then
+a terminal frame once the run has ended. It has two phases:
+
+* **catch-up**: records already flushed are read straight from the journal (in memory), at the
+  reader's own pace. Nothing is queued for it, so a long history never counts as lag.
+* **live**: once caught up it registers with the journal, which hands it every later flush
+  (``publish``). Those records wait in a bounded queue of ``queue_size`` records until the reader
+  takes them. A flush that would overfill a queue that still holds records marks the subscriber
+  *lagged*: its queue is dropped, it gets no more records, and its next frame is
+  ``{"kind": "lagged", "cursor": n}`` with ``n`` the last cursor it was given, so ``since=n``
+  resumes exactly. An empty queue always takes a whole flush: a subscriber that keeps up is never
+  lagged by one large batch (memory per subscriber stays within max(queue_size, one flush)).
+
+Only flushed records are streamed: what a spectator sees is what is on disk. A cursor beyond the
+journal's end cannot come from this journal (a server restarted with the same run id, a typo):
+the first frame is then ``{"kind": "gap", ...}`` and the stream restarts from cursor 0, so the
+reader rebuilds its view from scratch (seed 001's reconciliation after an unknown cursor).
+
+Control frames (``lagged``, ``terminal``, ``gap``) are not journal records; they carry a ``cursor``
+only to say where the reader stands.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import trio
+
+from .run import Run
+
+LAGGED, TERMINAL, GAP = "lagged", "terminal", "gap"
+CONTROL_KINDS = (LAGGED, TERMINAL, GAP)
+
+
+class Subscription:
+    """Frames of one run for one reader; use as a context manager so it always unregisters."""
+
+    def __init__(self, run: Run, since: int, queue_size: int) -> None:
+        if queue_size < 1:
+            raise ValueError(f"queue_size must be >= 1, got {queue_size}")
+        self.run = run
+        self.journal = run.journal
+        self.queue_size = queue_size
+        self.queue: deque[dict[str, Any]] = deque()
+        self.live = False
+        self.lagged = False
+        self.done = False
+        self._closed = False
+        self._wake = trio.Event()
+        self._pending_gap: dict[str, Any] | None = None
+        last = self.journal.flushed - 1
+        if since > last:
+            self._pending_gap = {
+                "kind": GAP, "cursor": -1, "requested": since, "last": last,
+                "detail": f"cursor {since} is beyond the end of {run.run_id}'s journal (last cursor {last}); it "
+                          "cannot come from this journal, so the stream restarts from its first record",
+            }
+            since = -1
+        self.next = since + 1  # cursor of the next record to hand out
+        self.last_sent = since  # the last cursor handed out (what "lagged" reports)
+
+    # -- the journal's side (synchronous, called by Journal.flush / Journal.close) --------------------
+    def publish(self, records: list[dict[str, Any]]) -> None:
+        if self.lagged or not records:
+            return
+        if self.queue and len(self.queue) + len(records) > self.queue_size:
+            self.lagged = True
+            self.queue.clear()
+            self.journal.unlisten(self)
+        else:
+            self.queue.extend(records)
+        self._wake.set()
+
+    def journal_closed(self) -> None:
+        self._closed = True
+        self._wake.set()
+
+    # -- the reader's side -------------------------------------------------------------------------------
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.done = True
+        self.journal.unlisten(self)
+
+    def _terminal(self) -> dict[str, Any]:
+        self.close()
+        return {"kind": TERMINAL, "cursor": self.journal.flushed - 1, "status": self.run.status}
+
+    def _give(self, record: dict[str, Any]) -> dict[str, Any]:
+        self.last_sent = record["cursor"]
+        return record
+
+    def poll(self) -> dict[str, Any] | None:
+        """The next frame if one is ready now, else None (see ``next_frame``; ``done`` says if it is over)."""
+        while not self.done:
+            if self._pending_gap is not None:
+                frame, self._pending_gap = self._pending_gap, None
+                return frame
+            if self.lagged:
+                self.close()
+                return {"kind": LAGGED, "cursor": self.last_sent}
+            if not self.live:
+                journal = self.journal
+                if self.next < journal.flushed:
+                    record = journal.records[self.next]
+                    self.next += 1
+                    return self._give(record)
+                if journal.closed:  # the run ended and its journal is complete
+                    return self._terminal()
+                # caught up: from now on the journal hands us each flush (no checkpoint in between)
+                self.live = True
+                journal.listen(self)
+            if self.queue:
+                return self._give(self.queue.popleft())
+            if self._closed:
+                return self._terminal()
+            return None
+        return None
+
+    async def next_frame(self) -> dict[str, Any] | None:
+        """The next frame, waiting for one if need be; None after the last frame (terminal or lagged).
+
+        Ask for the next frame only once the previous one was handed to the transport: ``lagged``
+        reports the last cursor given out as the last one the reader was sent.
+        """
+        while not self.done:
+            frame = self.poll()
+            if frame is not None:
+                return frame
+            if self.done:
+                break
+            self._wake = trio.Event()
+            await self._wake.wait()
+        return None
