@@ -168,8 +168,9 @@ class Simulation:
                     obs = observe(self, agent, reason)
                     self.pending[agent.id] = Pending(obs)
                     observations.append(obs)
-                    self._emit({"kind": "observation", "t": t, "agent": agent.id,
-                                "observation_id": obs.observation_id, "reason": reason})
+                    if self.record:
+                        self._emit({"kind": "observation", "t": t, "agent": agent.id,
+                                    "observation_id": obs.observation_id, "reason": reason})
                 self.batch = Batch(t, observations)
                 return self.batch
         return None
@@ -236,9 +237,10 @@ class Simulation:
         for aid in order:
             p = self.pending[aid]
             self.decisions += 1
-            self._emit({"kind": "command", "t": t, "agent": aid,
-                        "observation_id": p.observation.observation_id,
-                        "command": p.answer, "source": p.source})
+            if self.record:
+                self._emit({"kind": "command", "t": t, "agent": aid,
+                            "observation_id": p.observation.observation_id,
+                            "command": p.answer, "source": p.source})
             self._apply(self.world.agents[aid], p)
         self.pending.clear()
         self.batch = None
@@ -275,8 +277,9 @@ class Simulation:
                 agent.lanes[tool.lane] = action
                 self.sched.push(action.until, COMPLETION, agent.id, action.token)
                 self._outcome(agent, oid, "accepted", "", tool.name)
-                self._emit({"kind": "action", "t": t, "agent": agent.id, "tool": tool.name,
-                            "until": action.until})
+                if self.record:
+                    self._emit({"kind": "action", "t": t, "agent": agent.id, "tool": tool.name,
+                                "until": action.until})
             else:
                 rules.apply_instant(self, agent, tool, args)
                 self._outcome(agent, oid, "accepted", "", tool.name)
@@ -310,8 +313,9 @@ class Simulation:
 
     def _outcome(self, agent: Agent, observation_id: str, outcome: str, reason: str, tool: str | None) -> None:
         self.outcomes[observation_id] = (outcome, reason)
-        self._emit({"kind": "outcome", "t": self.time, "agent": agent.id, "observation_id": observation_id,
-                    "outcome": outcome, "reason": reason})
+        if self.record:
+            self._emit({"kind": "outcome", "t": self.time, "agent": agent.id, "observation_id": observation_id,
+                        "outcome": outcome, "reason": reason})
         if tool is not None:
             text = f"your {tool} ({observation_id}) was {outcome}" + (f": {reason}" if reason else "")
             self.tell_event(agent, {"kind": "outcome", "observation_id": observation_id, "action": tool,
@@ -340,8 +344,9 @@ class Simulation:
     def notify_place(self, cell: Any, event: dict[str, Any], actor: str | None) -> None:
         """Tell everyone within reach of ``cell`` (except the actor) what changed; wake the idle ones."""
         # The record's kind stays "event"; what happened ("took", "arrived"...) goes in "event".
-        self._emit({"kind": "event", "t": self.time, "event": event["kind"],
-                    **{k: v for k, v in event.items() if k != "kind"}})
+        if self.record:
+            self._emit({"kind": "event", "t": self.time, "event": event["kind"],
+                        **{k: v for k, v in event.items() if k != "kind"}})
         for aid in self.world.agents_in_reach(cell):
             if aid == actor:
                 continue
