@@ -177,6 +177,7 @@ class ServerProcess:
         self.name = name
         self.stop_timeout = stop_timeout
         self._dir = tempfile.TemporaryDirectory(prefix=f"warren-bench-{name}-")
+        self._dir_cleaned = False
         self.dir = Path(self._dir.name)
         self._err = open(self.dir / "stderr.txt", "w+", encoding="utf-8")  # noqa: SIM115
         argv = [a.replace("{dir}", str(self.dir)) for a in argv]
@@ -216,10 +217,14 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self._err.close()
-        self._dir.cleanup()
+        if self.proc.returncode != 0 and not self._dir_cleaned:
+            print(f"warning: {self.name} exited {self.proc.returncode}: {self.stderr_tail(800)}", file=sys.stderr)
+        if not self._dir_cleaned:
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+            self._err.close()
+            self._dir.cleanup()
+            self._dir_cleaned = True
         return self.proc.returncode
 
     def __enter__(self) -> ServerProcess:
@@ -248,12 +253,12 @@ def warren_serve(*extra: str, profile_to: Path | None = None) -> ServerProcess:
 def loadgen(mode: str, *args: str, timeout: float) -> dict[str, Any]:
     """Run ``python -m bench.loadgen MODE ARGS`` in its own process; its one JSON line of results."""
     argv = [sys.executable, "-m", "bench.loadgen", mode, *args]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=REPO, env=bench_env())
+    try:  # its stderr (progress lines, a traceback) goes straight to ours
+        done = subprocess.run(argv, stdout=subprocess.PIPE, text=True, timeout=timeout, cwd=REPO, env=bench_env())
     except subprocess.TimeoutExpired as exc:
         raise RuntimeError(f"loadgen {mode} did not finish within {timeout:.0f} s") from exc
     if done.returncode != 0:
-        raise RuntimeError(f"loadgen {mode} exited {done.returncode}: {done.stderr[-3000:]}")
+        raise RuntimeError(f"loadgen {mode} exited {done.returncode} (its stderr is above)")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

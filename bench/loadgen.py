@@ -168,7 +168,14 @@ def http_client(url: str, connections: int, tls: ssl.SSLContext | None = None) -
 
 
 _TLS = ssl.create_default_context()
-RETRIES = 3
+_RETRIED: dict[str, int] = {}  # transport errors retried, by type (reported in the results)
+_T0 = wall_seconds()
+
+
+def log(message: str) -> None:
+    sys.stderr.write(f"[loadgen {wall_seconds() - _T0:7.2f}s] {message}\n")
+    sys.stderr.flush()
+RETRIES = 6
 
 
 async def send(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> httpx.Response:
@@ -180,9 +187,11 @@ async def send(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) 
     for attempt in range(RETRIES):
         try:
             return await client.request(method, url, **kwargs)
-        except (httpx.RemoteProtocolError, httpx.ConnectError, httpx.ReadError, httpx.WriteError):
+        except (httpx.RemoteProtocolError, httpx.ConnectError, httpx.ReadError, httpx.WriteError) as exc:
             if attempt == RETRIES - 1:
                 raise
+            _RETRIED[type(exc).__name__] = _RETRIED.get(type(exc).__name__, 0) + 1
+            await trio.sleep(0.01 * attempt)
     raise AssertionError("unreachable")
 
 
@@ -507,11 +516,13 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
                 r.raise_for_status()
                 leases[aid] = r.json()["lease"]
 
+        log(f"scale: claiming {n - 1} agents of {run_id}")
         t0 = wall_seconds()
         async with trio.open_nursery() as nursery:
             for aid in ids[:-1]:
                 nursery.start_soon(claim, aid)
         claim_s = wall_seconds() - t0
+        log(f"scale: claimed in {claim_s:.1f} s; opening {n - 1} long-polls")
 
         received: list[float] = []
         accepted: list[float] = []
@@ -523,6 +534,8 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
         # 7 s... and polls that reach the server long after the batch was published.
         connecting = trio.Semaphore(50)
         sent: list[int] = [0]
+        everyone_woke = trio.Event()
+        answering = trio.Semaphore(64)  # answers in flight (each may need a new connection: same backlog)
 
         async def poll_and_answer(aid: str) -> None:
             c, lease = client_of[aid], leases[aid]
@@ -541,23 +554,32 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
                                    f"&lease={lease}", extensions={"trace": trace})
                     if r.status_code != 204:
                         break
+                t = unix_now()
+                statuses[str(r.status_code)] = statuses.get(str(r.status_code), 0) + 1
+                if r.status_code != 200:
+                    return
+                env = r.json()
+                received.append(t)
+                publish.append(env["deadline_unix"] - DEADLINE_S)
+                if len(received) == n:
+                    log(f"scale: all {n} envelopes received, {t - min(publish):.2f} s after the batch's publication")
+                    everyone_woke.set()
+                # Answer only once the whole batch is delivered: answering while envelopes are still going out
+                # would load the server and slow the very deliveries being measured.
+                await everyone_woke.wait()
+                async with answering:
+                    a = await send(c, "POST", f"/v1/runs/{run_id}/agents/{aid}/commands?lease={lease}",
+                                   json=command_body(env, {"noop": True}))
+                if a.status_code == 200 and a.json()["status"] == "accepted":
+                    accepted.append(unix_now())
+            except httpx.HTTPError as exc:  # counted and reported: a slow server is a result, not a crash
+                statuses[type(exc).__name__] = statuses.get(type(exc).__name__, 0) + 1
             finally:
                 if slot[0]:
                     connecting.release()
-            t = unix_now()
-            statuses[str(r.status_code)] = statuses.get(str(r.status_code), 0) + 1
-            if r.status_code != 200:
-                return
-            env = r.json()
-            received.append(t)
-            publish.append(env["deadline_unix"] - DEADLINE_S)
-            a = await send(c, "POST", f"/v1/runs/{run_id}/agents/{aid}/commands?lease={lease}",
-                             json=command_body(env, {"noop": True}))
-            if a.status_code == 200 and a.json()["status"] == "accepted":
-                accepted.append(unix_now())
 
         rss: dict[str, int] = {}
-        hold_s = quiet_s = float("nan")
+        hold_s = quiet_s = woke_at = float("nan")
         with trio.move_on_after(args.timeout) as overall:
             async with trio.open_nursery() as nursery:
                 t1 = wall_seconds()
@@ -568,8 +590,15 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
                 quiet_s = await wait_quiet(args.server_pid, limit_s=40.0)  # ... and parked in the server
                 hold_s = wall_seconds() - t1
                 rss["holding_kib"] = proc_status_kib(args.server_pid, "VmRSS")
+                log(f"scale: {sent[0]} polls sent, server quiet; RSS {rss['holding_kib'] // 1024} MiB; "
+                    "claiming the last agent (the batch)")
                 await claim(ids[-1])
                 nursery.start_soon(poll_and_answer, ids[-1])
+                with trio.move_on_after(args.timeout / 2):
+                    await everyone_woke.wait()
+                woke_at = unix_now()
+                everyone_woke.set()  # some envelope never came: answer those that did
+        log(f"scale: {len(received)} envelopes received, {len(accepted)} answers accepted")
         rss["after_kib"] = proc_status_kib(args.server_pid, "VmRSS")
         rss["peak_kib"] = proc_status_kib(args.server_pid, "VmHWM")
         p0 = min(publish) if publish else float("nan")
@@ -586,6 +615,7 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
             "wake_latency_ms": {"p50": percentile(wake_ms, 50), "p99": percentile(wake_ms, 99),
                                 "max": max(wake_ms) if wake_ms else float("nan"), "n": len(wake_ms)},
             "all_answered_after_publish_s": (max(accepted) - p0) if accepted else float("nan"),
+            "answer_phase_s": (max(accepted) - woke_at) if accepted else float("nan"),
             "answered": len(accepted), "server_rss": rss,
             "client_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
 
@@ -622,6 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     if soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     result = trio.run(MODES[args.mode], args)
+    result["transport_retries"] = _RETRIED
     sys.stdout.write(json.dumps(result, allow_nan=True) + "\n")
     return 0
 

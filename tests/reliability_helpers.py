@@ -36,7 +36,7 @@ class Served:
         host, port = self.url.removeprefix("http://").rsplit(":", 1)
         self.address = (host.strip("[]"), int(port))
         self.http = httpx.Client(base_url=self.url, headers=PROTO, timeout=120)
-        self.stderr = ""
+        self.stderr = self.stdout = ""
 
     def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
         self.http.close()
@@ -49,6 +49,7 @@ class Served:
             self.proc.wait()
             raise
         self.stderr = self.proc.stderr.read()
+        self.stdout = self.proc.stdout.read()
         self.proc.stdout.close()
         self.proc.stderr.close()
         return self.proc.returncode, self.stderr

@@ -1,12 +1,16 @@
 """A model-based fuzz of warren-agent/0 over the in-process app on a virtual clock (Hypothesis state machine).
 
-How the synchronous state machine drives the async app: each example runs its own ``trio.run`` in a worker
-thread, on a ``MockClock`` that stands still between rules (``autojump_threshold = inf``). A rule hands one
-coroutine to that thread (``trio.from_thread.run``); rules that wait (long-polls, "advance time") switch
-autojump on (threshold 0) for their duration, so a 60 s wait or a 300 s lease TTL passes at once. After each
-rule the clock stops again and every task settles (``wait_all_tasks_blocked``), so the invariants are
-checked on a quiescent server and a "nothing changed" digest taken before a request is comparable with one
-taken after it.
+How the synchronous state machine drives the async app: one ``trio.run`` in a worker thread serves the real
+app (under ``test_app()``) on a ``MockClock`` that stands still between rules (``autojump_threshold = inf``).
+A rule hands one coroutine to that thread (``trio.from_thread.run``); rules that wait (long-polls, "advance
+time") switch autojump on (threshold 0) for their duration, so a 60 s wait or a 300 s lease TTL passes at
+once. After each rule the clock stops again and every task settles (``wait_all_tasks_blocked``), so the
+invariants are checked on a quiescent server and a "nothing changed" digest taken before a request is
+comparable with one taken after it. Each example creates its own run; its teardown ends and forgets every
+run, so the next example starts on a server with none (one app for all examples: building one costs ~20 ms).
+
+Sizes: 2,000 examples of up to 20 steps by default; WARREN_FULL_TESTS=1 runs 10,000, WARREN_FUZZ_EXAMPLES=N
+any number.
 """
 
 from __future__ import annotations

@@ -162,17 +162,21 @@ def test_caps_over_http_send_429_with_retry_after(tmp_path):
         assert r.status_code == 429 and r.headers["Retry-After"] == "10"
         assert r.headers["Content-Type"] == "application/problem+json" and "1 live runs" in r.json()["detail"]
         lease = h.post(f"/v1/runs/{run}/agents/engineer-1/claim").json()["lease"]
-        h.get(f"/v1/runs/{run}/agents/engineer-1/observations", params={"wait": 5, "lease": lease})
+        env = h.get(f"/v1/runs/{run}/agents/engineer-1/observations", params={"wait": 5, "lease": lease}).json()
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            waiting = pool.submit(_long_poll_for, s.url, run, lease, 2.0)
+            waiting = pool.submit(_long_poll_for, s.url, run, lease, 20.0)
             t0 = wall_seconds()
             while True:  # probe (wait=0) until the other poll is waiting
                 r = h.get(f"/v1/runs/{run}/agents/engineer-1/observations",
                           params={"after": 0, "wait": 0, "lease": lease})
-                if r.status_code == 429 or wall_seconds() - t0 > 1.5:
+                if r.status_code == 429 or wall_seconds() - t0 > 15:
                     break
             assert r.status_code == 429 and r.headers["Retry-After"] == "1", r.status_code
-            assert waiting.result() == 204
+            assert "1 long-polls are already waiting" in r.json()["detail"]
+            # answering the observation brings the next one, which ends the waiting poll
+            h.post(f"/v1/runs/{run}/agents/engineer-1/commands", params={"lease": lease},
+                   json={"command_id": "c1", "observation_id": env["observation_id"], "noop": True})
+            assert waiting.result() in (200, 204)
 
 
 def _long_poll_for(url: str, run: str, lease: str, wait: float) -> int:

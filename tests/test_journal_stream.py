@@ -56,6 +56,10 @@ def parse_sse(text: str) -> tuple[list[dict[str, Any]], list[str], str]:
     return events, comments, tail
 
 
+class _Leave(Exception):
+    pass
+
+
 class SSEReader:
     """Reads an SSE response of the in-process app chunk by chunk (the test client buffers ``get`` bodies)."""
 
@@ -72,9 +76,15 @@ class SSEReader:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        if not self.ended:
-            await self.conn.disconnect()
-        await self.cm.__aexit__(*exc)
+        if self.ended or exc[0] is not None:
+            await self.cm.__aexit__(*exc)
+            return
+        # Leaving an unfinished stream: the test connection disconnects only when left with an exception
+        # (a plain exit would wait for the end of a body that never ends).
+        try:
+            await self.cm.__aexit__(_Leave, _Leave(), None)
+        except* _Leave:
+            pass
 
     async def more(self) -> bool:
         """Read one chunk; False once the response ended."""
@@ -153,14 +163,17 @@ async def test_an_ended_run_streams_its_records_then_terminal_and_closes_1000(au
 
 
 async def test_a_live_subscriber_follows_the_run_to_its_end(autojump_clock, tmp_path):
-    """Subscribed before the run starts: the backlog, each flush as it comes, the terminal frame, 1000."""
+    """Subscribed before the run starts: backlog, each flush as it comes, terminal, 1000 (what it sends is ignored)."""
     async with served(tmp_path) as api:
         run = await api.create(controlled_agents=["engineer-1"], pace=1)
         async with trio.open_nursery() as nursery:
             got: list[Any] = []
 
             async def spectate() -> None:
-                got.append(await ws_session(api, f"/v1/runs/{run}/stream"))
+                async with api.client.websocket(f"/v1/runs/{run}/stream") as ws:
+                    for _ in range(40):  # a chatty spectator: what it sends is read and ignored
+                        await ws.send("hello?")
+                    got.append(await read_ws(ws))
 
             nursery.start_soon(spectate)
             await trio.sleep(1)
@@ -295,6 +308,19 @@ async def test_records_after_the_end_are_still_written_and_streamed(autojump_clo
         assert [json.loads(x) for x in (await r.get_data()).decode().splitlines()] == journal
         frames, code = await ws_session(api, f"/v1/runs/{run}/stream")
         assert frames[:-1] == journal and frames[-1]["cursor"] == journal[-1]["cursor"] and code == 1000
+
+
+async def test_a_restarted_server_never_overwrites_an_earlier_journal(autojump_clock, tmp_path):
+    """Run ids continue after the highest run-N.jsonl of the data dir, so every journal stays on disk."""
+    async with served(tmp_path) as api:
+        first = await api.create(controlled_agents=[])
+        await wait_until_ended(api, first)
+    before = (tmp_path / "data" / f"{first}.jsonl").read_text()
+    async with served(tmp_path) as api:
+        second = await api.create(controlled_agents=[])
+        await wait_until_ended(api, second)
+    assert (first, second) == ("run-1", "run-2")
+    assert (tmp_path / "data" / f"{first}.jsonl").read_text() == before
 
 
 async def _scripted_run(tmp_path: Path) -> list[dict[str, Any]]:

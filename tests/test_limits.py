@@ -210,3 +210,27 @@ def test_server_config_defaults_are_the_documented_caps():
     c = ServerConfig()
     assert (c.max_polls_per_lease, c.max_spectators, c.max_runs, c.max_agents, c.body_timeout_s) == \
         (4, 64, 64, 100_000, 30.0)
+
+
+async def test_spectator_streams_over_the_cap_get_429_on_ws_and_sse(autojump_clock, tmp_path):
+    """max_spectators=2: a third WS stream is refused before the handshake, and SSE too: 429 + Retry-After."""
+    from quart.testing.connections import WebsocketResponseError
+
+    async with served(tmp_path, max_spectators=2) as api:
+        run = await api.create(controlled_agents=["engineer-1"])
+        path = f"/v1/runs/{run}/stream"
+        async with api.client.websocket(path) as a, api.client.websocket(path) as b:
+            assert json.loads(await a.receive())["cursor"] == 0 and json.loads(await b.receive())["cursor"] == 0
+            refused = []
+            try:
+                async with api.client.websocket(path) as c:
+                    await c.receive()
+            except* WebsocketResponseError as group:
+                refused = [exc.response for exc in group.exceptions]
+            assert len(refused) == 1 and refused[0].status_code == 429 and refused[0].headers["Retry-After"] == "5"
+            assert "2 spectators" in json.loads(await refused[0].get_data())["detail"]
+            status, p = await api.call("GET", f"/v1/runs/{run}/events")
+            assert status == 429 and api.last.headers["Retry-After"] == "5" and "2 spectators" in p["detail"]
+        assert api.manager.runs[run].spectators == 0  # closing the streams freed their slots
+        async with api.client.websocket(path) as again:
+            assert json.loads(await again.receive())["cursor"] == 0

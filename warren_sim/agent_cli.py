@@ -1,7 +1,8 @@
 """``warren agent``, ``warren demo`` and ``warren conformance``: the client side on the command line.
 
 ``warren agent URL --run RUN --agent AGENT`` drives one remote agent of a served run with a policy through
-the blocking SDK (printing each observation's text and the command it chose) until the run ends. ``warren
+the blocking SDK (printing each observation's text and the command it chose) until the run ends; with
+``--transport ws`` through the trio SDK over the WebSocket binding instead. ``warren
 demo`` shows the whole protocol in one process: a real server on a free loopback port, a ``bridge_repair``
 run (seed 3) whose ``engineer-1`` is driven over HTTP by the trio SDK with the scenario's own solution
 policy, a condensed live transcript, and the run's summary. ``warren conformance URL`` checks any
@@ -29,7 +30,10 @@ def register(sub: Any) -> None:
     p.add_argument("--agent", required=True, help="a controlled agent of the run")
     p.add_argument("--policy", default="solution", help="solution (the scenario's), random, or module:callable")
     p.add_argument("--lease", help="resume a lease you hold (the token printed when it was claimed)")
-    p.add_argument("--wait", type=float, default=25.0, help="long-poll wait per request, seconds (default 25)")
+    p.add_argument("--wait", type=float, default=25.0, help="long-poll wait per request, seconds (default 25); "
+                   "over ws, how often an idle agent refreshes its lease")
+    p.add_argument("--transport", choices=("http", "ws"), default="http",
+                   help="http: long-polling (default, canonical); ws: the WebSocket binding WS /v1/agent")
     p.set_defaults(func=cmd_agent)
 
     p = sub.add_parser("demo", help="serve, create a bridge_repair run and drive engineer-1 over HTTP, live")
@@ -73,7 +77,27 @@ def make_policy(kind: str, scenario: str, agent_id: str, briefing: dict[str, Any
 # --------------------------------------------------------------------------------------------- warren agent
 
 
+def _claimed_line(args: argparse.Namespace, view: Any, agent: Any) -> str:
+    how = "resumed" if agent.resumed else "claimed"
+    over = " over WebSocket" if args.transport == "ws" else ""
+    return (f"{how} {args.agent} of {args.run} ({view.scenario} seed {view.seed}){over}; lease {agent.lease} "
+            "(resume with --lease)")
+
+
+def _interrupted(args: argparse.Namespace, lease: str) -> int:
+    print(f"\ninterrupted; {args.agent} stays claimed until its lease expires: resume with --lease {lease}",
+          file=sys.stderr)
+    return 130
+
+
+def _ended(args: argparse.Namespace, status: str) -> int:
+    print(f"\n{args.run} ended: {status}")
+    return EXIT_OK if status == "completed" else EXIT_FAILED
+
+
 def cmd_agent(args: argparse.Namespace) -> int:
+    if getattr(args, "transport", "http") == "ws":
+        return _agent_over_ws(args)
     from .client import AgentClient, ServerError, TransportError
 
     with AgentClient.open(args.url, timeout=10.0) as client:
@@ -83,29 +107,66 @@ def cmd_agent(args: argparse.Namespace) -> int:
         except (ServerError, TransportError) as exc:
             print(f"warren agent: {exc}", file=sys.stderr)
             return EXIT_FAILED
-        how = "resumed" if agent.resumed else "claimed"
-        print(f"{how} {args.agent} of {args.run} ({view.scenario} seed {view.seed}); lease {agent.lease} "
-              "(resume with --lease)", flush=True)
+        print(_claimed_line(args, view, agent), flush=True)
         try:
             with agent:
-                briefing = agent.briefing()
-                policy = make_policy(args.policy, view.scenario, args.agent, briefing, view.seed)
-                for obs in agent.observations(wait=args.wait):
-                    print(f"\n--- {obs.observation_id} ---\n{obs.text}")
-                    command = policy.decide(obs)
-                    receipt = agent.submit(obs, command)
-                    print(f">>> {_show_command(command)}  [{_show_receipt(receipt)}]", flush=True)
+                try:
+                    briefing = agent.briefing()
+                    policy = make_policy(args.policy, view.scenario, args.agent, briefing, view.seed)
+                    for obs in agent.observations(wait=args.wait):
+                        print(f"\n--- {obs.observation_id} ---\n{obs.text}")
+                        command = policy.decide(obs)
+                        receipt = agent.submit(obs, command)
+                        print(f">>> {_show_command(command)}  [{_show_receipt(receipt)}]", flush=True)
+                except KeyboardInterrupt:
+                    agent.detach()  # before leaving `with`, which would release the agent otherwise
+                    raise
         except KeyboardInterrupt:
-            agent.detach()
-            print(f"\ninterrupted; {args.agent} stays claimed until its lease expires: resume with "
-                  f"--lease {agent.lease}", file=sys.stderr)
-            return 130
+            return _interrupted(args, agent.lease)
         except (ServerError, TransportError) as exc:
             print(f"warren agent: {exc}", file=sys.stderr)
             return EXIT_FAILED
         status = agent.run_status or client.get_run(args.run).status
-    print(f"\n{args.run} ended: {status}")
-    return EXIT_OK if status == "completed" else EXIT_FAILED
+    return _ended(args, status)
+
+
+def _agent_over_ws(args: argparse.Namespace) -> int:
+    """``warren agent --transport ws``: the same loop on the trio SDK over ``WS /v1/agent`` (runs over HTTP)."""
+    import trio
+
+    held: dict[str, str] = {}  # the lease, for the Ctrl-C message
+    try:
+        return trio.run(_agent_ws_main, args, held)
+    except KeyboardInterrupt:
+        return _interrupted(args, held.get("lease", "(none)"))
+
+
+async def _agent_ws_main(args: argparse.Namespace, held: dict[str, str]) -> int:
+    from .client import AsyncAgentClient, ServerError, TransportError
+
+    try:
+        async with AsyncAgentClient.open(args.url, timeout=10.0, transport="ws") as client:
+            view = await client.get_run(args.run)
+            agent = await client.claim(args.run, args.agent, lease=args.lease)
+            held["lease"] = agent.lease
+            print(_claimed_line(args, view, agent), flush=True)
+            async with agent:
+                try:
+                    briefing = await agent.briefing()
+                    policy = make_policy(args.policy, view.scenario, args.agent, briefing, view.seed)
+                    async for obs in agent.observations(wait=args.wait):
+                        print(f"\n--- {obs.observation_id} ---\n{obs.text}")
+                        command = policy.decide(obs)
+                        receipt = await agent.submit(obs, command)
+                        print(f">>> {_show_command(command)}  [{_show_receipt(receipt)}]", flush=True)
+                except KeyboardInterrupt:
+                    agent.detach()
+                    raise
+            status = agent.run_status or (await client.get_run(args.run)).status
+    except (ServerError, TransportError) as exc:
+        print(f"warren agent: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return _ended(args, status)
 
 
 # --------------------------------------------------------------------------------------------- warren demo

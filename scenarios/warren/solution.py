@@ -3,6 +3,7 @@
 A forager decides about seven times in a whole run (sleep until the shift, walk to the patch, take
 the seed, walk to the larder, store it, walk home, sleep), whatever the size of the warren: the
 policy does O(1) work per decision and keeps four fields (``__slots__``, so 100,000 of them stay small).
+It reads its observation at every wake but the first (see ``decide``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ class Forager:
         self.stored = False
 
     def decide(self, obs: Any) -> dict[str, Any]:
+        if obs.reason == "start" and obs.time < self.shift:
+            # Everyone wakes at t=0 in one batch, in its burrow with nothing in hand: answer without
+            # reading the observation, so the engine never builds 100,000 of them at once (it builds
+            # an observation only when a policy reads it).
+            return {"sleep_ms": self.shift - obs.time}
         o = obs.observation
         if o["busy"]:
             return {"noop": True}  # walking: let it finish

@@ -29,6 +29,11 @@ What the SDK guarantees, per the protocol (details in :mod:`warren_sim.client._c
   the terminal ``status``), ``LeaseError``, ``Conflict`` ... under ``ServerError``; ``ProtocolError`` when
   the server breaks the protocol; ``TransportError`` when the network does.
 
+Over the WebSocket binding (``WS /v1/agent``, JSON-RPC 2.0) the trio client has the same agent API:
+``AsyncAgentClient.open(url, transport="ws")`` (or :class:`AsyncWsAgentClient`), used as ``async with``; one
+connection carries every claimed agent, envelopes are pushed, and a dropped connection is reconnected with
+each lease claimed again (:mod:`warren_sim.client._ws`). There is no blocking WebSocket client.
+
 The SDK imports only :mod:`warren_sim.protocol` from WARREN (an import-linter contract checks it).
 """
 
@@ -57,6 +62,7 @@ from ._exceptions import (
 )
 from ._models import Observation
 from ._sync import Agent, AgentClient
+from ._ws import AsyncWsAgent, AsyncWsAgentClient, ws_url
 
 __all__ = [
     "SUCCESS_STATUSES",
@@ -64,6 +70,8 @@ __all__ = [
     "AgentClient",
     "AsyncAgent",
     "AsyncAgentClient",
+    "AsyncWsAgent",
+    "AsyncWsAgentClient",
     "BadRequest",
     "BriefingHashMismatch",
     "Conflict",
@@ -88,6 +96,7 @@ __all__ = [
     "briefing_hash",
     "mint_command_id",
     "succeeded",
+    "ws_url",
 ]
 
 

@@ -50,6 +50,9 @@ class AsyncAgentClient:
     own. ``retry`` says how transport errors are retried where retrying is safe (see :mod:`._core`).
     """
 
+    #: False: agents are driven over HTTP long-polling (True in :class:`~warren_sim.client.AsyncWsAgentClient`).
+    websocket = False
+
     def __init__(self, http: httpx.AsyncClient, *, retry: RetryPolicy | None = None, owns_http: bool = False) -> None:
         self.http = http
         self.retry = retry or RetryPolicy()
@@ -57,8 +60,21 @@ class AsyncAgentClient:
 
     @classmethod
     def open(cls, url: str, *, timeout: float = 10.0, retry: RetryPolicy | None = None,
-             **httpx_kwargs: Any) -> AsyncAgentClient:
-        """A client with its own ``httpx.AsyncClient`` for the server at ``url``."""
+             transport: str | None = None, **httpx_kwargs: Any) -> AsyncAgentClient:
+        """A client with its own ``httpx.AsyncClient`` for the server at ``url``.
+
+        ``transport="ws"`` gives an :class:`~warren_sim.client.AsyncWsAgentClient` instead: the same API, its
+        agents driven over the WebSocket binding ``WS /v1/agent`` (use it as ``async with``);
+        ``transport="http"`` a plain :class:`AsyncAgentClient`; None, the class it is called on."""
+        if transport not in (None, "http", "ws"):
+            raise ValueError(f"transport is 'http' (long-polling, canonical) or 'ws' (WS /v1/agent), "
+                             f"not {transport!r}")
+        if transport == "ws" and not getattr(cls, "websocket", False):
+            from ._ws import AsyncWsAgentClient
+
+            cls = AsyncWsAgentClient
+        elif transport == "http" and getattr(cls, "websocket", False):
+            cls = AsyncAgentClient
         return cls(httpx.AsyncClient(base_url=url, timeout=timeout, **httpx_kwargs), retry=retry, owns_http=True)
 
     async def aclose(self) -> None:
@@ -120,6 +136,9 @@ class AsyncAgentClient:
         """
         return _Claiming(self, run_id, agent_id, lease)
 
+    async def _new_agent(self, run_id: str, agent_id: str, lease: str | None) -> AsyncAgent:
+        return AsyncAgent(self, await self._run(core.claim(run_id, agent_id, lease, self.retry)))
+
 
 class _Claiming:
     """Awaitable (the agent handle) and async context manager (released on exit)."""
@@ -129,8 +148,7 @@ class _Claiming:
         self._agent: AsyncAgent | None = None
 
     async def _claim(self) -> AsyncAgent:
-        state = await self._client._run(core.claim(*self._args, self._client.retry))
-        return AsyncAgent(self._client, state)
+        return await self._client._new_agent(*self._args)
 
     def __await__(self) -> Any:
         return self._claim().__await__()

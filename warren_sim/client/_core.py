@@ -190,12 +190,14 @@ def json_body(response: httpx.Response, call: Call) -> Any:
         raise ProtocolError(f"{call.describe()}: the body is not acceptable JSON: {exc}") from None
 
 
-def model(data: Any, cls: type[T], call: Call) -> T:
+def model(data: Any, cls: type[T], call: Call | str) -> T:
+    """``data`` structured as ``cls``, else :class:`ProtocolError` naming where it came from (a call, or a
+    short description such as ``"agent.submit"``)."""
+    where = call if isinstance(call, str) else call.describe()
     try:
         return structure_or_error(data, cls)
     except WireError as exc:
-        raise ProtocolError(f"{call.describe()}: the body does not fit {getattr(cls, 'WIRE_NAME', cls)}: "
-                            f"{exc}") from None
+        raise ProtocolError(f"{where}: the body does not fit {getattr(cls, 'WIRE_NAME', cls)}: {exc}") from None
 
 
 def exchange(call: Call, expect: Iterable[int] = (200,), retry: RetryPolicy = NO_RETRY) -> Op[httpx.Response]:
@@ -340,22 +342,32 @@ def briefing_hash(briefing: Mapping[str, Any]) -> str:
 
 
 def get_briefing(state: AgentState, retry: RetryPolicy, revision: int | None = None) -> Op[dict[str, Any]]:
-    wanted = max(revision or 0, state.briefing_revision)
-    cached = state.briefing
-    if cached is not None and cached.get("revision", 0) >= wanted:
+    cached = cached_briefing(state, revision)
+    if cached is not None:
         return cached
     call = Call("GET", state.path("/briefing"), params=state.auth)
     response = yield from exchange(call, retry=retry)
-    data = json_body(response, call)
+    return accept_briefing(state, json_body(response, call), call.describe())
+
+
+def cached_briefing(state: AgentState, revision: int | None) -> dict[str, Any] | None:
+    """The briefing already fetched, if it is at least the revision wanted (and the newest one announced)."""
+    wanted = max(revision or 0, state.briefing_revision)
+    cached = state.briefing
+    return cached if cached is not None and cached.get("revision", 0) >= wanted else None
+
+
+def accept_briefing(state: AgentState, data: Any, where: str) -> dict[str, Any]:
+    """Check a fetched briefing (an object whose ``content_hash`` is right, with a revision) and cache it."""
     if not isinstance(data, dict):
-        raise ProtocolError(f"{call.describe()}: the briefing must be a JSON object")
+        raise ProtocolError(f"{where}: the briefing must be a JSON object")
     given, computed = data.get("content_hash"), briefing_hash(data)
     if given != computed:
-        raise BriefingHashMismatch(f"{call.describe()}: content_hash is {given!r} but the briefing's canonical "
+        raise BriefingHashMismatch(f"{where}: content_hash is {given!r} but the briefing's canonical "
                                    f"JSON hashes to {computed!r}")
     rev = data.get("revision")
     if not isinstance(rev, int) or isinstance(rev, bool) or rev < 1:
-        raise ProtocolError(f"{call.describe()}: revision must be an integer >= 1, got {rev!r}")
+        raise ProtocolError(f"{where}: revision must be an integer >= 1, got {rev!r}")
     state.briefing = data
     state.briefing_revision = max(state.briefing_revision, rev)
     return data

@@ -83,16 +83,21 @@ def register_stream_routes(app: QuartTrio, config: ServerConfig, manager: Callab
             except RunError as exc:
                 return _with_retry_after(problem_response(exc.status, exc.detail), exc)
             await websocket.accept(headers={PROTOCOL_HEADER: PROTOCOL})
-            with Subscription(run, since, config.spectator_queue) as sub:
-                while (frame := await sub.next_frame()) is not None:
-                    await websocket.send(dumps(frame))
-                    if frame["kind"] == LAGGED:
-                        await websocket.close(CLOSE_TRY_AGAIN_LATER,
-                                              f"lagged: reconnect with ?since={frame['cursor']}")
-                        return None
-                    if frame["kind"] == TERMINAL:
-                        await websocket.close(CLOSE_NORMAL, f"run {frame['status']}")
-                        return None
+            async with trio.open_nursery() as nursery:
+                # spectators have nothing to say; reading keeps a chatty client from stalling the
+                # server's view of its disconnect (Quart buffers only a few incoming messages)
+                pass
+                with Subscription(run, since, config.spectator_queue) as sub:
+                    while (frame := await sub.next_frame()) is not None:
+                        await websocket.send(dumps(frame))
+                        if frame["kind"] == LAGGED:
+                            await websocket.close(CLOSE_TRY_AGAIN_LATER,
+                                                  f"lagged: reconnect with ?since={frame['cursor']}")
+                            break
+                        if frame["kind"] == TERMINAL:
+                            await websocket.close(CLOSE_NORMAL, f"run {frame['status']}")
+                            break
+                nursery.cancel_scope.cancel()
         return None
 
     @app.route("/v1/runs/<run_id>/events", methods=["GET"])
@@ -113,6 +118,11 @@ def register_stream_routes(app: QuartTrio, config: ServerConfig, manager: Callab
         response.headers["X-Accel-Buffering"] = "no"
         response.timeout = None
         return response
+
+
+async def _discard_incoming() -> None:
+    while True:
+        await websocket.receive()
 
 
 def _with_retry_after(response: Response, exc: RunError) -> Response:

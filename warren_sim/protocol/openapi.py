@@ -221,7 +221,12 @@ def _operation(e: Endpoint) -> dict[str, Any]:
     if e.media == NDJSON:
         ok["content"] = {NDJSON: {"schema": {"type": "string", "description": "one JSON record per line"}}}
     elif e.media == SSE:
-        ok["content"] = {SSE: {"schema": {"type": "string", "description": "Server-Sent Events"}}}
+        # OpenAPI 3.1: under text/event-stream, ``schema`` describes each event (3.2 moved that to itemSchema)
+        ok["content"] = {SSE: {"schema": {
+            "type": "object", "description": "One Server-Sent Event: id = the record's cursor (absent on control "
+            "frames), event = its kind, data = the record as JSON",
+            "properties": {"id": {"type": "string"}, "event": {"type": "string"}, "data": {"type": "string"},
+                           "retry": {"type": "integer"}}}}}
     elif e.schema is not None:
         ok["content"] = {e.media: {"schema": {"$ref": f"#/components/schemas/{_component(e.schema)}"}}}
     else:

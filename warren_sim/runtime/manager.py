@@ -37,13 +37,21 @@ class ServerConfig:
     body_timeout_s: float = 30.0  # real seconds a request body may take to arrive (408 beyond)
 
 
+def _last_journaled_run(data_dir: Path | None) -> int:
+    """The highest N of the data dir's ``run-N.jsonl`` journals (0 if none)."""
+    if data_dir is None or not data_dir.is_dir():
+        return 0
+    numbers = [int(p.stem[4:]) for p in data_dir.glob("run-*.jsonl") if p.stem[4:].isdigit()]
+    return max(numbers, default=0)
+
+
 class RunManager:
     def __init__(self, config: ServerConfig, nursery: trio.Nursery, wallmap: WallMap) -> None:
         self.config = config
         self.nursery = nursery
         self.wallmap = wallmap
         self.runs: dict[str, Run] = {}
-        self._next = 1
+        self._next = 1 + _last_journaled_run(config.data_dir)  # never overwrite an earlier server's journal
         self.draining = trio.Event()
 
     def get(self, run_id: str) -> Run:

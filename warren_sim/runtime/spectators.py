@@ -1,17 +1,18 @@
 """Spectators: one run's journal as a stream of frames, for the WebSocket and SSE routes.
 
 A :class:`Subscription` yields the journal records with ``cursor > since`` in cursor order, then
-a terminal frame once the run has ended. It has two phases:
+a terminal frame once the run has ended. When the reader asks for its first frame it registers
+with the journal, and from then on:
 
-* **catch-up**: records already flushed are read straight from the journal (in memory), at the
-  reader's own pace. Nothing is queued for it, so a long history never counts as lag.
-* **live**: once caught up it registers with the journal, which hands it every later flush
-  (``publish``). Those records wait in a bounded queue of ``queue_size`` records until the reader
-  takes them. A flush that would overfill a queue that still holds records marks the subscriber
-  *lagged*: its queue is dropped, it gets no more records, and its next frame is
-  ``{"kind": "lagged", "cursor": n}`` with ``n`` the last cursor it was given, so ``since=n``
-  resumes exactly. An empty queue always takes a whole flush: a subscriber that keeps up is never
-  lagged by one large batch (memory per subscriber stays within max(queue_size, one flush)).
+* the records flushed before that moment (its **backlog**) are read straight from the journal (in
+  memory) at the reader's pace: a long history is not queued and never counts as lag;
+* every later flush is handed to it (``publish``) and waits in its **queue** until the reader
+  takes it. A flush that arrives while more than ``queue_size`` records are still waiting marks
+  the subscriber *lagged*: its queue is dropped, it gets no more records, and its next frame is
+  ``{"kind": "lagged", "cursor": n}``, ``n`` being the last cursor it was given, so ``since=n``
+  resumes exactly (the records are in the journal). A flush that arrives while at most
+  ``queue_size`` are waiting is taken whole, so one large batch never lags a reader that keeps up;
+  a reader's queue holds at most ``queue_size`` records plus one flush.
 
 Only flushed records are streamed: what a spectator sees is what is on disk. A cursor beyond the
 journal's end cannot come from this journal (a server restarted with the same run id, a typo):
@@ -45,10 +46,10 @@ class Subscription:
         self.journal = run.journal
         self.queue_size = queue_size
         self.queue: deque[dict[str, Any]] = deque()
-        self.live = False
+        self.started = False
         self.lagged = False
         self.done = False
-        self._closed = False
+        self._closed = False  # the journal is complete (the run ended)
         self._wake = trio.Event()
         self._pending_gap: dict[str, Any] | None = None
         last = self.journal.flushed - 1
@@ -59,14 +60,15 @@ class Subscription:
                           "cannot come from this journal, so the stream restarts from its first record",
             }
             since = -1
-        self.next = since + 1  # cursor of the next record to hand out
+        self.next = since + 1  # cursor of the next backlog record to hand out
+        self.backlog_end = 0  # records before this cursor come from the journal, the later ones from the queue
         self.last_sent = since  # the last cursor handed out (what "lagged" reports)
 
     # -- the journal's side (synchronous, called by Journal.flush / Journal.close) --------------------
     def publish(self, records: list[dict[str, Any]]) -> None:
         if self.lagged or not records:
             return
-        if self.queue and len(self.queue) + len(records) > self.queue_size:
+        if len(self.queue) > self.queue_size:
             self.lagged = True
             self.queue.clear()
             self.journal.unlisten(self)
@@ -99,29 +101,29 @@ class Subscription:
 
     def poll(self) -> dict[str, Any] | None:
         """The next frame if one is ready now, else None (see ``next_frame``; ``done`` says if it is over)."""
-        while not self.done:
-            if self._pending_gap is not None:
-                frame, self._pending_gap = self._pending_gap, None
-                return frame
-            if self.lagged:
-                self.close()
-                return {"kind": LAGGED, "cursor": self.last_sent}
-            if not self.live:
-                journal = self.journal
-                if self.next < journal.flushed:
-                    record = journal.records[self.next]
-                    self.next += 1
-                    return self._give(record)
-                if journal.closed:  # the run ended and its journal is complete
-                    return self._terminal()
-                # caught up: from now on the journal hands us each flush (no checkpoint in between)
-                self.live = True
-                journal.listen(self)
-            if self.queue:
-                return self._give(self.queue.popleft())
-            if self._closed:
-                return self._terminal()
+        if self.done:
             return None
+        if not self.started:  # register and fix the backlog in one step: no record is missed or doubled
+            self.started = True
+            self.backlog_end = self.journal.flushed
+            if self.journal.closed:
+                self._closed = True
+            else:
+                self.journal.listen(self)
+        if self._pending_gap is not None:
+            frame, self._pending_gap = self._pending_gap, None
+            return frame
+        if self.lagged:
+            self.close()
+            return {"kind": LAGGED, "cursor": self.last_sent}
+        if self.next < self.backlog_end:
+            record = self.journal.records[self.next]
+            self.next += 1
+            return self._give(record)
+        if self.queue:
+            return self._give(self.queue.popleft())
+        if self._closed:
+            return self._terminal()
         return None
 
     async def next_frame(self) -> dict[str, Any] | None:

@@ -1,0 +1,26 @@
+"""The long-poll load benchmark in reduced form against a real `warren serve` (bench/load_longpoll.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import trio
+from reliability_helpers import Served, full
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for the bench package
+
+from bench.load_longpoll import run_load  # noqa: E402
+
+
+def test_long_polling_agents_against_a_real_server_make_no_errors(tmp_path):
+    """100 agents x 5 s (500 x 60 s with WARREN_FULL_TESTS=1): 0 errors, every agent woken, p99 wake reported."""
+    agents, duration = (500, 60.0) if full() else (100, 5.0)
+    with Served(tmp_path) as s:
+        result = trio.run(run_load, s.url, agents, duration)
+    print(f"\n{agents} agents x {duration:g} s: {result['decisions']} decisions, {result['requests']} requests, "
+          f"wake ms {result['wake_ms']}, after start {result['wake_ms_after_start']}, probe {result['probe_get_ms']}")
+    assert result["errors"] == 0, result["error_samples"]
+    assert result["agents_woken"] == agents and result["run_status_at_end"] == "running"
+    assert result["decisions"] >= agents * duration / 3  # each agent sleeps 0.5-3 s between decisions
+    assert 0 <= result["wake_ms"]["n"] - result["decisions"] <= agents  # the window may close mid-decision
