@@ -106,8 +106,16 @@ def target(name: str, value: float, op: str, threshold: float, unit: str = "") -
     return {"name": name, "value": value, "op": op, "threshold": threshold, "unit": unit, "met": bool(met)}
 
 
+def _fmt_figure(x: float) -> str:
+    if x != x:
+        return "-"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.2f}" if abs(x) >= 1 else f"{x:.3f}"
+
+
 def targets_table(targets: list[dict[str, Any]]) -> str:
-    rows = [[t["name"], f"{t['value']:,.3g}{t['unit']}", f"{t['op']} {t['threshold']:,.3g}{t['unit']}",
+    rows = [[t["name"], f"{_fmt_figure(t['value'])}{t['unit']}", f"{t['op']} {_fmt_figure(t['threshold'])}{t['unit']}",
              "met" if t["met"] else "MISSED"] for t in targets]
     return print_table("targets", ["target", "measured", "wanted", "verdict"], rows)
 

@@ -33,7 +33,7 @@ import trio
 from bench.common import PROTO, percentile, proc_cpu_seconds, proc_status_kib, unix_now
 from warren_sim.runtime.clock import wall_seconds
 
-DEADLINE_S = 60.0  # decision deadline of the runs: never reached, it only anchors the publish time
+DEADLINE_S = 60.0  # decision deadline of the runs: never reached, it only anchors the publish time (scale: --deadline-s)
 POLL_WAIT_S = 30.0
 MAX_RUNS = 10_000  # per invocation, whatever the duration
 MAX_DECISIONS_PER_AGENT = 100_000
@@ -528,6 +528,7 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
         accepted: list[float] = []
         publish: list[float] = []
         statuses: dict[str, int] = {}
+        verdicts: dict[str, int] = {}
 
         # At most CONNECTING polls between "task started" and "request sent", so the connections never
         # overflow Hypercorn's accept backlog (100): overflowing it costs SYN/ACK retransmissions of 1 s, 3 s,
@@ -560,7 +561,7 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
                     return
                 env = r.json()
                 received.append(t)
-                publish.append(env["deadline_unix"] - DEADLINE_S)
+                publish.append(env["deadline_unix"] - args.deadline_s)
                 if len(received) == n:
                     log(f"scale: all {n} envelopes received, {t - min(publish):.2f} s after the batch's publication")
                     everyone_woke.set()
@@ -570,7 +571,9 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
                 async with answering:
                     a = await send(c, "POST", f"/v1/runs/{run_id}/agents/{aid}/commands?lease={lease}",
                                    json=command_body(env, {"noop": True}))
-                if a.status_code == 200 and a.json()["status"] == "accepted":
+                verdict = a.json().get("status", str(a.status_code)) if a.status_code == 200 else str(a.status_code)
+                verdicts[verdict] = verdicts.get(verdict, 0) + 1
+                if verdict == "accepted":
                     accepted.append(unix_now())
             except httpx.HTTPError as exc:  # counted and reported: a slow server is a result, not a crash
                 statuses[type(exc).__name__] = statuses.get(type(exc).__name__, 0) + 1
@@ -615,7 +618,8 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
             "wake_latency_ms": {"p50": percentile(wake_ms, 50), "p99": percentile(wake_ms, 99),
                                 "max": max(wake_ms) if wake_ms else float("nan"), "n": len(wake_ms)},
             "all_answered_after_publish_s": (max(accepted) - p0) if accepted else float("nan"),
-            "answer_phase_s": (max(accepted) - woke_at) if accepted else float("nan"),
+            "answer_phase_s": (max(accepted) - woke_at) if accepted else float("nan"), "answer_verdicts": verdicts,
+            "decision_deadline_s": args.deadline_s,
             "answered": len(accepted), "server_rss": rss,
             "client_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
 
@@ -646,6 +650,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-runs", type=int, default=MAX_RUNS)
     p.add_argument("--run", help="scale: the run to claim")
     p.add_argument("--timeout", type=float, default=180.0, help="scale: give up after this many seconds")
+    p.add_argument("--deadline-s", type=float, default=DEADLINE_S, help="scale: the run's decision_deadline_s")
     args = p.parse_args(argv)
     _check_loopback(args.url)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

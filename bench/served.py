@@ -6,7 +6,8 @@ take about 170 KB). The scale benchmark needs 10,000 controlled agents, so this 
 through the same ``RunManager.create`` the route calls, then serves it exactly as ``warren serve`` does:
 the same ``start_server`` (Quart-Trio app on Hypercorn's trio worker), the same config, SIGTERM to stop.
 
-``python -m bench.served --data-dir D --run '{"scenario": "warren", "agents": 10000}'`` prints
+``python -m bench.served --data-dir D --run '{"scenario": "warren", "agents": 10000, "decision_deadline_s": 600}'``
+prints
 ``WARREN listening on URL`` and then ``RUN <run_id>`` for each ``--run``.
 """
 
@@ -38,7 +39,8 @@ async def main_async(args: argparse.Namespace) -> None:
                 params = {"agents": want["agents"]}
                 ids = [a.id for a in load_scenario(want["scenario"], params).spec.agents]
                 run = manager.create(want["scenario"], want.get("seed", 0),
-                                     RunCreate(controlled_agents=ids, npc_policy="none", params=params))
+                                     RunCreate(controlled_agents=ids, npc_policy="none", params=params,
+                                               decision_deadline_s=want.get("decision_deadline_s", 60.0)))
                 print(f"RUN {run.run_id}", flush=True)
 
             async def watch_signals() -> None:

@@ -25,9 +25,15 @@ def pytest_argv(*extra: str) -> list[str]:
     return [sys.executable, "-m", "pytest", TEST_FILE, "-k", SELECT, "-p", "no:cacheprovider", *extra]
 
 
-def once() -> dict[str, Any]:
+def once(autoload: bool = True) -> dict[str, Any]:
+    """One run; ``autoload=False``: PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 with only pytest-trio (a diagnosis)."""
+    env = bench_env()
+    argv = pytest_argv()
+    if not autoload:
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        argv = [*argv, "-p", "pytest_trio.plugin"]
     t0 = wall_seconds()
-    done = subprocess.run(pytest_argv(), capture_output=True, text=True, cwd=REPO, env=bench_env(), timeout=300)
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
     wall = wall_seconds() - t0
     if done.returncode != 0:
         raise RuntimeError(f"the warped tests failed (exit {done.returncode}):\n{done.stdout[-3000:]}")
@@ -46,19 +52,25 @@ def import_seconds() -> float:
 
 def run(opts: Options) -> dict[str, Any]:
     reps = opts.reps(5, 1)
-    runs = [once() for _ in range(reps)]
-    imports = [import_seconds() for _ in range(reps)]
+    runs, bare, imports = [], [], []
+    for _ in range(reps):  # interleaved, so each row sees the same noise
+        runs.append(once())
+        bare.append(once(autoload=False))
+        imports.append(import_seconds())
     wall = summary(r["wall_s"] for r in runs)
     own = summary(r["pytest_s"] for r in runs)
+    no_plugins = summary(r["wall_s"] for r in bare)
     imp = summary(imports)
     print_table(f"warp: {runs[0]['passed']} expiry tests under the autojump clock ({reps} repeat(s); median (min-max))",
                 ["measure", "seconds"],
                 [["wall, whole pytest subprocess", fmt_stat(wall, 2)], ["pytest's own duration", fmt_stat(own, 2)],
+                 ["wall, plugin autoload off (pytest-trio only)", fmt_stat(no_plugins, 2)],
                  ["floor: python + imports only", fmt_stat(imp, 2)]])
     targets = [target("warped expiry tests, wall", wall["median"], "<", TARGET_S, " s")]
     targets_table(targets)
     out: dict[str, Any] = {"command": " ".join(pytest_argv()[1:]), "passed": runs[0]["passed"], "wall_s": wall,
-                           "pytest_s": own, "imports_s": imp, "runs": runs, "targets": targets}
+                           "pytest_s": own, "no_plugin_autoload_wall_s": no_plugins, "imports_s": imp, "runs": runs,
+                           "runs_no_plugin_autoload": bare, "targets": targets}
     if opts.profile:
         opts.out.mkdir(parents=True, exist_ok=True)
         path = opts.out / "warp_profile.txt"

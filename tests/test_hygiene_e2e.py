@@ -71,13 +71,16 @@ def test_headers_are_bounded_and_chunked_bodies_are_capped(tmp_path):
     with Served(tmp_path) as s:
         # h11 buffers at most h11_max_incomplete_size (16 KiB) of an unfinished head; Hypercorn reads 64 KiB at a
         # time, so a head that is complete within one read may be up to 64 KiB; either way memory is bounded.
-        for head in (b"X-Big: " + b"a" * 100_000 + b"\r\n", b"X-Big: " + b"a" * 17_000):  # too big / never ends
+        for size in (17_000, 100_000):
             with raw_connect(s.address) as sock:
-                sock.sendall(b"GET /v1 HTTP/1.1\r\nHost: t\r\n" + head)
-                if head.endswith(b"\r\n"):
-                    sock.sendall(b"\r\n")
+                try:
+                    sock.sendall(b"GET /v1 HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * size)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the server refused and closed while we were still sending
                 data, took = read_until_closed(sock, 10)
-                assert data.startswith(b"HTTP/1.1 431 ") and took < 3, (data[:200], took)
+                assert took < 3, took
+                # closing with unread bytes may reset the connection and drop the 431 before we read it
+                assert data.startswith(b"HTTP/1.1 431 ") or (size > 65_536 and data == b""), data[:200]
         with raw_connect(s.address) as sock:
             sock.sendall(b"POST /v1/runs?scenario=bridge_repair HTTP/1.1\r\nHost: t\r\n"
                          b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")

@@ -170,10 +170,11 @@ async def test_a_live_subscriber_follows_the_run_to_its_end(autojump_clock, tmp_
             got: list[Any] = []
 
             async def spectate() -> None:
-                async with api.client.websocket(f"/v1/runs/{run}/stream") as ws:
-                    for _ in range(40):  # a chatty spectator: what it sends is read and ignored
-                        await ws.send("hello?")
-                    got.append(await read_ws(ws))
+                with trio.fail_after(3600):  # (a server that stopped reading would deadlock here)
+                    async with api.client.websocket(f"/v1/runs/{run}/stream") as ws:
+                        for _ in range(40):  # a chatty spectator: what it sends is read and ignored
+                            await ws.send("hello?")
+                        got.append(await read_ws(ws))
 
             nursery.start_soon(spectate)
             await trio.sleep(1)
@@ -188,7 +189,7 @@ async def test_a_live_subscriber_follows_the_run_to_its_end(autojump_clock, tmp_
 
 
 async def test_unknown_run_bad_since_and_an_unknown_cursor(autojump_clock, tmp_path):
-    """Unknown run: 404 before the handshake; bad since: 400; a cursor past the end: a gap frame, then all."""
+    """Unknown run 404, bad since 400, other protocol 409, before the handshake; a cursor past the end: gap, then all."""
     async with served(tmp_path) as api:
         async with api.client.websocket("/v1/runs/run-9/stream") as ws:
             try:
@@ -206,6 +207,13 @@ async def test_unknown_run_bad_since_and_an_unknown_cursor(autojump_clock, tmp_p
                 except WebsocketResponseError as refused:
                     assert refused.response.status_code == 400
                     assert "since" in json.loads(await refused.response.get_data())["detail"]
+        async with api.client.websocket(f"/v1/runs/{run}/stream",
+                                        headers={"X-Warren-Protocol": "warren-agent/9"}) as ws:
+            try:
+                await ws.receive()
+                raise AssertionError("the handshake should be refused")
+            except WebsocketResponseError as refused:
+                assert refused.response.status_code == 409
         await api.call("DELETE", f"/v1/runs/{run}")
         frames, code = await ws_session(api, f"/v1/runs/{run}/stream?since=500")
         journal = file_records(tmp_path, run)

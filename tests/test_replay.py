@@ -15,6 +15,7 @@ import pytest
 import trio
 from server_helpers import served
 
+from warren_sim.cli import main as cli_main
 from warren_sim.engine import run_headless
 from warren_sim.headless_cli import TraceWriter, build_run
 from warren_sim.replay import RUNTIME_KINDS, JournalError, replay_journal
@@ -162,16 +163,14 @@ async def test_headless_trace_and_served_journal_of_the_same_commands_match(auto
 
 
 @pytest.mark.parametrize("seed", [0, 7])
-def test_headless_traces_replay_identically_from_the_cli(tmp_path, seed):
-    """`warren run --trace` (random policies, so invalid commands too) then `warren replay`: identical."""
+def test_headless_traces_replay_identically_from_the_cli(tmp_path, capsys, seed):
+    """`warren run --trace` with random policies, then `warren replay` of the trace: identical."""
     trace = tmp_path / "trace.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "warren_sim.cli", "run", "bridge_repair", "--seed", str(seed),
-                           "--policy", "random", "--quiet", "--trace", str(trace)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode in (0, 1), proc.stderr
-    proc = warren_replay(trace)
-    assert proc.returncode == 0, proc.stdout
-    assert proc.stdout.startswith(f"identical ({len(engine_records(read(trace)))} records)")
+    assert cli_main(["run", "bridge_repair", "--seed", str(seed), "--policy", "random", "--quiet",
+                     "--trace", str(trace)]) in (0, 1)
+    capsys.readouterr()
+    assert cli_main(["replay", str(trace)]) == 0
+    assert capsys.readouterr().out.startswith(f"identical ({len(engine_records(read(trace)))} records)")
 
 
 async def test_runs_cancelled_mid_batch_or_between_batches_replay_identically(autojump_clock, tmp_path):
@@ -194,14 +193,16 @@ async def test_runs_cancelled_mid_batch_or_between_batches_replay_identically(au
     assert [r["kind"] for r in engine_records(mid)][-2:] == ["observation", "end"]  # engineer-1#0 never answered
 
 
-def test_unreadable_journals_are_usage_errors(tmp_path):
+def test_unreadable_journals_are_usage_errors(tmp_path, capsys):
     """Not JSON Lines, no 'run' record, or a missing file: exit 2 with a message, no traceback."""
     (tmp_path / "bad.jsonl").write_text('{"cursor": 0, "kind": "run"\n')
     (tmp_path / "norun.jsonl").write_text('{"cursor": 0, "kind": "status", "status": "created"}\n')
     for name, needle in (("bad.jsonl", "bad.jsonl:1: not a JSON record"), ("norun.jsonl", "no 'run' record"),
                          ("missing.jsonl", "cannot read")):
-        proc = warren_replay(tmp_path / name)
-        assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+        assert cli_main(["replay", str(tmp_path / name)]) == 2
+        assert needle in capsys.readouterr().err
+    proc = warren_replay(tmp_path / "norun.jsonl")  # the installed command line too, without a traceback
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "warren replay:" in proc.stderr
     with pytest.raises(JournalError):
         replay_journal(tmp_path / "norun.jsonl")
 

@@ -86,7 +86,7 @@ def register_stream_routes(app: QuartTrio, config: ServerConfig, manager: Callab
             async with trio.open_nursery() as nursery:
                 # spectators have nothing to say; reading keeps a chatty client from stalling the
                 # server's view of its disconnect (Quart buffers only a few incoming messages)
-                pass
+                nursery.start_soon(_discard_incoming)
                 with Subscription(run, since, config.spectator_queue) as sub:
                     while (frame := await sub.next_frame()) is not None:
                         await websocket.send(dumps(frame))
