@@ -7,9 +7,8 @@ import json
 import socket
 
 import httpx
-import pytest
 import trio
-from reliability_helpers import PROTO, Served, full, raw_connect, read_response, read_until_closed
+from reliability_helpers import PROTO, Served, raw_connect, read_response, read_until_closed
 
 from warren_sim.http.server import start_server
 from warren_sim.protocol.strict_json import MAX_BODY_BYTES
@@ -144,7 +143,6 @@ async def test_default_body_timeout_is_30_real_seconds_at_any_rate(tmp_path):
             server.shutdown()
 
 
-@pytest.mark.skipif(not full(), reason="30 s of real time; WARREN_FULL_TESTS=1 runs it")
 def test_slow_body_on_warren_serve_defaults_is_cut_after_30s(tmp_path):
     """`warren serve` with default settings: a stalled body is answered 408 (or closed) after about 30 s."""
     with Served(tmp_path) as s, raw_connect(s.address, timeout=60) as sock:
