@@ -258,6 +258,28 @@ def warren_serve(*extra: str, profile_to: Path | None = None) -> ServerProcess:
                           *extra], name="warren-serve")
 
 
+def trim_profile(path: Path, min_share: float = 0.005) -> None:
+    """Keep a pyinstrument text profile readable: drop the tree lines under ``min_share`` of the total."""
+    import re
+
+    if not path.exists():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines()
+    node = re.compile(r"^[\s│├└─|`-]*([\d.]+) ")
+    total = None
+    kept = []
+    for line in lines:
+        m = node.match(line)
+        if m is None:
+            kept.append(line)
+            continue
+        t = float(m.group(1))
+        total = total if total is not None else t
+        if total and t >= min_share * total:
+            kept.append(line)
+    path.write_text("\n".join(kept) + "\n", encoding="utf-8")
+
+
 def loadgen(mode: str, *args: str, timeout: float) -> dict[str, Any]:
     """Run ``python -m bench.loadgen MODE ARGS`` in its own process; its one JSON line of results."""
     argv = [sys.executable, "-m", "bench.loadgen", mode, *args]

@@ -27,6 +27,7 @@ from bench.common import (
     summary,
     target,
     targets_table,
+    trim_profile,
     warren_serve,
 )
 
@@ -96,5 +97,6 @@ def profile_server(opts: Options, k: int, duration: float) -> str:
     path = opts.out / "protocol_profile_server.txt"
     with warren_serve(profile_to=path) as warren:
         http_agents(warren.url, warren.pid, k, duration)
+    trim_profile(path)
     print(f"profile: {path}")
     return str(path)

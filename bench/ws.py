@@ -14,7 +14,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.common import Options, fmt_stat, loadgen, print_table, summary, target, targets_table, warren_serve
+from bench.common import (
+    Options,
+    fmt_stat,
+    loadgen,
+    print_table,
+    summary,
+    target,
+    targets_table,
+    trim_profile,
+    warren_serve,
+)
 
 AGENTS = 64
 TARGET_SPEEDUP = 3.0
@@ -70,5 +80,6 @@ def profile_server(opts: Options, duration: float) -> str:
     path = opts.out / "ws_profile_server.txt"
     with warren_serve(profile_to=path) as warren:
         measure("ws-one", warren.url, warren.pid, duration)
+    trim_profile(path)
     print(f"profile: {path}")
     return str(path)

@@ -11,9 +11,20 @@ from pathlib import Path
 import httpx
 import pytest
 
+from warren_sim.conformance import Seen, response_problems
+from warren_sim.protocol.schema_registry import validation_errors
 from warren_sim.runtime.clock import wall_seconds
 
 PROTO = {"X-Warren-Protocol": "warren-agent/0"}
+
+
+def schema_check(response: httpx.Response) -> None:
+    """Every response these tests receive fits its route's JSON Schema (the protocol's endpoint table)."""
+    response.read()
+    request = response.request
+    seen = Seen(request.method, request.url.path, response.status_code, response.headers, response.content)
+    problems = response_problems(seen, validation_errors)
+    assert problems == [], f"{request.method} {request.url.path} -> {response.status_code}: {problems}"
 
 
 class Served:
@@ -24,7 +35,8 @@ class Served:
         line = self.proc.stdout.readline()
         assert line.startswith("WARREN listening on http://127.0.0.1:"), line + self.proc.stderr.read()
         self.url = line.split()[-1]
-        self.http = httpx.Client(base_url=self.url, headers=PROTO, timeout=30)
+        self.http = httpx.Client(base_url=self.url, headers=PROTO, timeout=30,
+                                 event_hooks={"response": [schema_check]})
 
     def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
         self.http.close()
