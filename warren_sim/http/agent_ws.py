@@ -282,6 +282,11 @@ class AgentSession:
                 sub.last_seq = env["seq"]
                 envelopes.append({"agent_id": ra.agent_id, "seq": env["seq"], "envelope": _narrow(env, sub.parts)})
             for cid, sent in list(sub.outcomes.items()):
+                # Compare the engine's outcome first: building a receipt for every tracked command on
+                # every wake was a third of the server's CPU per decision (bench/out/ws_profile_server.txt).
+                oid = ra.observation_of_command.get(cid)
+                if oid is not None and run.sim.outcome_of(oid)[0] == sent:
+                    continue
                 receipt = run.receipt(ra, cid)
                 if receipt.outcome != sent:
                     sub.outcomes[cid] = receipt.outcome
