@@ -50,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
           + ", ".join(f"{k} {v}" for k, v in info["versions"].items() if v) + "\n", flush=True)
     failed: list[str] = []
     for name in names:
-        module = importlib.import_module(f"bench.{name}")
         load0, t0 = loadavg(), wall_seconds()
         try:
+            module = importlib.import_module(f"bench.{name}")
             result: dict[str, Any] = module.run(opts)
         except Exception:  # report, go on with the others, exit 1
             traceback.print_exc()
