@@ -8,7 +8,7 @@ import functools
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -306,28 +306,6 @@ async def test_unreachable_server_is_a_transport_error():
 
 
 # --------------------------------------------------------------------------------------------- warren agent
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A `warren serve --port 0` subprocess; yields the URL it prints."""
-    data = tmp_path_factory.mktemp("served")
-    proc = subprocess.Popen([*PY, "serve", "--port", "0", "--data-dir", str(data)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("WARREN listening on http://"), line
-        yield line.split()[-1]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover - only if shutdown hangs
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 def test_agent_command_over_ws_drives_a_served_run(served):

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import httpx
-import pytest
 from sdkhelpers import in_process
 
 from warren_sim.conformance import RULES, format_report, run_conformance
@@ -18,28 +16,6 @@ PY = [sys.executable, "-m", "warren_sim.cli"]
 
 def warren(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*PY, *args], capture_output=True, text=True, timeout=timeout)
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A `warren serve --port 0` subprocess; yields the URL it prints."""
-    data = tmp_path_factory.mktemp("served")
-    proc = subprocess.Popen([*PY, "serve", "--port", "0", "--data-dir", str(data)], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("WARREN listening on http://"), line
-        yield line.split()[-1]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover - only if shutdown hangs
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 def test_demo_completes_over_http():
