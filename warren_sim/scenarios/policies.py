@@ -65,10 +65,11 @@ def resolve_policy(spec: str, loaded: LoadedScenario | None = None, seed: int = 
     if spec in REGISTRY:
         ref, extra = REGISTRY[spec]
         try:
-            return _checked(_load(ref), f"--policy {spec}")
-        except PolicyError as exc:
-            raise PolicyError(f"--policy {spec} needs an optional part of WARREN: pip install 'warren-sim[{extra}]' "
-                              f"({exc})") from None
+            importlib.import_module(ref.partition(":")[0])
+        except ImportError as exc:
+            raise PolicyError(f"--policy {spec} needs an optional part of WARREN: pip install "
+                              f"'warren-sim[{extra}]' ({exc})") from None
+        return _checked(_load(ref), f"--policy {spec}")
     return _checked(_load(spec), f"--policy {spec}")
 
 
