@@ -54,9 +54,23 @@ def apply_scenarios_option(args: argparse.Namespace) -> None:
         os.environ["WARREN_SCENARIOS"] = os.pathsep.join([*(str(d.resolve()) for d in dirs), *old])
 
 
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Help that ends each option with its default (``(default: 0)``), unless the text already says it or
+    there is none worth saying (a flag, an unset option, an empty list)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        unset = action.default is None or action.default is False or action.default == [] \
+            or action.default == argparse.SUPPRESS
+        quiet = unset or "default" in text
+        if quiet or action.option_strings == [] and action.nargs in ("*", "+", argparse.REMAINDER):
+            return text
+        return text + " (default: %(default)s)"
+
+
 def subparser(sub: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
     """A subcommand's parser whose help shows each option's default (``--seed SEED ... (default: 0)``)."""
-    kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+    kwargs.setdefault("formatter_class", DefaultsFormatter)
     parser: argparse.ArgumentParser = sub.add_parser(name, **kwargs)
     return parser
 

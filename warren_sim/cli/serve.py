@@ -1,7 +1,8 @@
 """``warren serve``: warren-agent/0 over HTTP on Hypercorn, on the process clock of ``--rate``.
 
-It prints where it listens and where journals go, then one line per run lifecycle change (created,
-started, ended with its status and reason) through ``ServerConfig.on_event``; nothing per request.
+It prints where it listens and where journals go (stdout), then logs one line per run lifecycle change
+(created, started, ended with its status and reason) to stderr through ``ServerConfig.on_event``; nothing
+per request.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ from ._common import EXIT_OK, EXIT_USAGE, UsageError, add_scenarios_option, appl
 def register(sub: Any) -> None:
     p = subparser(sub, "serve", help="serve warren-agent/0: HTTP long-polling and the WebSocket binding",
                   description="Serve warren-agent/0 on one port: the HTTP API under /v1 (agents long-poll "
-                              "GET .../observation), the agent WebSocket binding WS /v1/agent (JSON-RPC 2.0, "
-                              "pushed observations), spectator streams, and docs at /docs.")
+                              "GET /v1/runs/RUN/agents/AGENT/observations), the agent WebSocket binding "
+                              "WS /v1/agent (JSON-RPC 2.0, observations pushed, many leases per connection), "
+                              "spectator streams (WS /v1/runs/RUN/stream, SSE /v1/runs/RUN/events), and the "
+                              "protocol's documents (/v1/openapi.json, /v1/schemas). It prints where it listens and "
+                              "where journals go, then one line per run created, started and ended.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (loopback only unless you say otherwise)")
     p.add_argument("--port", type=int, default=8000, help="port (0 picks a free one)")
     p.add_argument("--lease-ttl", type=float, default=300.0, help="lease TTL in (clock) seconds")
@@ -49,7 +53,7 @@ async def serve_main(args: argparse.Namespace) -> None:
     config = ServerConfig(lease_ttl=args.lease_ttl, data_dir=args.data_dir, max_wait_s=args.max_wait,
                           rate=args.rate, max_polls_per_lease=args.max_polls_per_lease,
                           max_spectators=args.max_spectators, max_runs=args.max_runs, max_agents=args.max_agents,
-                          on_event=lambda line: print(f"WARREN: {line}", flush=True))
+                          on_event=lambda line: print(f"WARREN: {line}", file=sys.stderr, flush=True))
     if not is_loopback(args.host):
         print(f"warning: binding {args.host} exposes WARREN beyond this machine; anyone who can reach it can "
               "create and cancel runs", file=sys.stderr, flush=True)
