@@ -114,3 +114,16 @@ def test_serve_says_where_journals_go_and_logs_each_run_lifecycle_change_not_req
     assert f"WARREN: {waiting} started" not in lines  # never claimed: it never started
     assert any(line.startswith(f"WARREN: {waiting} ended: cancelled") for line in lines)
     assert len(lines) == 5, lines  # nothing for the 20 GETs or the polls
+
+
+def test_agent_with_a_bad_policy_is_a_usage_error_before_claiming(served, tmp_path):
+    """`warren agent --policy nope`: exit 2 saying what --policy takes, and the agent was never claimed."""
+    with httpx.Client(base_url=served, timeout=10) as http:
+        run = http.post("/v1/runs", params={"scenario": "bridge_repair", "seed": 3},
+                        json={"controlled_agents": ["engineer-1"]}).json()["run_id"]
+        result = subprocess.run([*PY, "agent", served, "--run", run, "--agent", "engineer-1", "--policy", "nope"],
+                                cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert "expected 'solution', 'random', 'none', 'llm' or 'module:factory'" in result.stderr
+        assert http.post(f"/v1/runs/{run}/agents/engineer-1/claim").status_code == 200  # nobody holds it
+        assert http.delete(f"/v1/runs/{run}").status_code == 200

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..scenarios import ParamText, ScenarioError, load_scenario, resolve_policy
+from ..scenarios import ParamText, PolicyFactory, ScenarioError, load_scenario, resolve_policy
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -92,10 +92,17 @@ def show_receipt(receipt: Any) -> str:
     return text
 
 
-def remote_policy(spec: str, scenario: str, agent_id: str, briefing: dict[str, Any], seed: int) -> Any:
-    """The policy for a remote agent: ``--policy`` resolved against the run's scenario, fed its briefing."""
+def remote_factory(spec: str, scenario: str, seed: int) -> PolicyFactory:
+    """``--policy`` resolved against a served run's scenario, before anything is claimed or created."""
     try:
-        factory = resolve_policy(spec, load_scenario(scenario), seed)
+        return resolve_policy(spec, load_scenario(scenario), seed)
+    except ScenarioError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def remote_policy(factory: PolicyFactory, agent_id: str, briefing: dict[str, Any]) -> Any:
+    """The remote agent's policy, made from its briefing (a product without ``decide`` is a usage error)."""
+    try:
         return factory(agent_id, str(briefing.get("role", "")), briefing)
     except ScenarioError as exc:
         raise UsageError(str(exc)) from None

@@ -19,6 +19,7 @@ from ._common import (
     UsageError,
     add_scenarios_option,
     apply_scenarios_option,
+    remote_factory,
     remote_policy,
     show_command,
     show_receipt,
@@ -91,11 +92,13 @@ def cmd_agent(args: argparse.Namespace) -> int:
     with AgentClient.open(args.url, timeout=10.0) as client:
         try:
             if args.create is not None:
+                factory = remote_factory(args.policy, args.create, args.seed)
                 view = client.create_run(args.create, args.seed, controlled_agents=[args.agent])
                 args.run = view.run_id
                 print(_create_line(view, args.agent), flush=True)
             else:
                 view = client.get_run(args.run)
+                factory = remote_factory(args.policy, view.scenario, view.seed)
             agent = client.claim(args.run, args.agent, lease=args.lease)
         except (ServerError, TransportError) as exc:
             print(f"warren agent: {exc}", file=sys.stderr)
@@ -105,7 +108,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
             with agent:
                 try:
                     briefing = agent.briefing()
-                    policy = remote_policy(args.policy, view.scenario, args.agent, briefing, view.seed)
+                    policy = remote_policy(factory, args.agent, briefing)
                     for obs in agent.observations(wait=args.wait):
                         print(f"\n--- {obs.observation_id} ---\n{obs.text}")
                         command = policy.decide(obs)
@@ -140,18 +143,20 @@ async def _agent_ws_main(args: argparse.Namespace, held: dict[str, str]) -> int:
     try:
         async with AsyncAgentClient.open(args.url, timeout=10.0, transport="ws") as client:
             if args.create is not None:
+                factory = remote_factory(args.policy, args.create, args.seed)
                 view = await client.create_run(args.create, args.seed, controlled_agents=[args.agent])
                 args.run = view.run_id
                 print(_create_line(view, args.agent), flush=True)
             else:
                 view = await client.get_run(args.run)
+                factory = remote_factory(args.policy, view.scenario, view.seed)
             agent = await client.claim(args.run, args.agent, lease=args.lease)
             held["lease"] = agent.lease
             print(_claimed_line(args, view, agent), flush=True)
             async with agent:
                 try:
                     briefing = await agent.briefing()
-                    policy = remote_policy(args.policy, view.scenario, args.agent, briefing, view.seed)
+                    policy = remote_policy(factory, args.agent, briefing)
                     async for obs in agent.observations(wait=args.wait):
                         print(f"\n--- {obs.observation_id} ---\n{obs.text}")
                         command = policy.decide(obs)

@@ -18,6 +18,7 @@ from ._common import (
     EXIT_OK,
     add_scenarios_option,
     apply_scenarios_option,
+    remote_factory,
     remote_policy,
     show_command,
     show_receipt,
@@ -86,7 +87,7 @@ async def _demo_run(client: Any, seed: int, full_text: bool, say: Any, wall_seco
         say(f"premise: {briefing['premise']}")
         for o in briefing["objectives"]:
             say(f"  objective {o['id']}: {o['description']} (0/{o['progress']['target']})")
-        policy = remote_policy("solution", run.scenario, "engineer-1", briefing, seed)
+        policy = remote_policy(remote_factory("solution", run.scenario, seed), "engineer-1", briefing)
         say()
         async for obs in agent.observations():
             if full_text:
