@@ -10,7 +10,7 @@ from quart import Response, request
 
 from ..protocol import PROTOCOL_VERSION
 from ..protocol.converter import converter
-from ..runtime.run import RunError
+from ..runtime.errors import RunError
 from .replies import float_arg, int_arg, json_body, problem_reply, reply
 from .state import WarrenApp
 

@@ -25,8 +25,11 @@ from .. import __version__
 from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
 from ..protocol.converter import converter
 from ..protocol.strict_json import StrictJSONError, loads_strict
+from ..runtime.errors import RunError
+from ..runtime.leases import RemoteAgent
 from ..runtime.manager import RunManager
-from ..runtime.run import RemoteAgent, Run, RunError
+from ..runtime.run import Run
+from ..runtime.views import current_envelope
 from .state import WarrenApp
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
@@ -279,7 +282,7 @@ class AgentSession:
         others: list[dict[str, Any]] = []
         for sub in list(self.subs.values()):
             run, ra = sub.run, sub.agent
-            env = run.current_envelope(ra, sub.last_seq)
+            env = current_envelope(ra, sub.last_seq)
             if env is not None and (ra.lease is not None and ra.lease.live()):
                 sub.last_seq = env["seq"]
                 envelopes.append({"agent_id": ra.agent_id, "seq": env["seq"], "envelope": _narrow(env, sub.parts)})

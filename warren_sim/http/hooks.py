@@ -14,8 +14,8 @@ from werkzeug.exceptions import HTTPException
 from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
 from ..protocol.strict_json import MAX_BODY_BYTES
 from ..runtime.clock import WallMap
+from ..runtime.errors import RunError
 from ..runtime.manager import RunManager
-from ..runtime.run import RunError
 from .replies import BadRequest, problem_reply
 from .state import WarrenApp
 

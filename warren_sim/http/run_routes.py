@@ -12,7 +12,7 @@ from quart import Response, request
 from ..engine.records import dumps_record
 from ..protocol.converter import WireError, structure_or_error
 from ..protocol.models import RunCreate
-from ..runtime.run import RunError
+from ..runtime.errors import RunError
 from ..scenarios import list_scenarios
 from .replies import BadRequest, int_arg, json_body, reply
 from .state import WarrenApp

@@ -9,7 +9,7 @@ from quart import Response
 
 from .. import __version__
 from ..protocol import PROTOCOL_VERSION
-from ..runtime.run import RunError
+from ..runtime.errors import RunError
 from ..scenarios import ScenarioError, list_scenarios, load_scenario
 from .replies import reply
 from .state import WarrenApp

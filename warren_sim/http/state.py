@@ -10,8 +10,8 @@ from __future__ import annotations
 import attrs
 from quart_trio import QuartTrio
 
+from ..runtime.errors import RunError
 from ..runtime.manager import RunManager, ServerConfig
-from ..runtime.run import RunError
 
 __all__ = ["AppState", "WarrenApp"]
 

@@ -28,7 +28,8 @@ from quart import Response, request, websocket
 
 from ..protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_HEADER, PROTOCOL_VERSION
 from ..protocol.models import problem
-from ..runtime.run import Run, RunError
+from ..runtime.errors import RunError
+from ..runtime.run import Run
 from ..runtime.spectators import CONTROL_KINDS, LAGGED, TERMINAL, Subscription
 from .state import WarrenApp
 
