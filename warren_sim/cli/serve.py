@@ -45,6 +45,16 @@ def register(sub: Any) -> None:
                    help="live (created or running) runs per server; more get 429")
     p.add_argument("--max-agents", type=int, default=100_000,
                    help="agents per run; bigger worlds are refused with 400")
+    p.add_argument("--fsync", action="store_true",
+                   help="fsync the journal before an accepted receipt leaves (survives power cuts; grouped: one "
+                        "fsync per scheduler tick). Without it, accepted verdicts are written to the OS first, "
+                        "which survives a killed process")
+    p.add_argument("--no-resume", action="store_true",
+                   help="on start, mark the data dir's runs that were live as crashed ('server restarted') "
+                        "instead of resuming them")
+    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="a browser origin (e.g. http://localhost:3000) allowed to call this server besides its "
+                        "own pages; requests from other web origins get 403 (repeatable)")
     add_scenarios_option(p)
     p.set_defaults(func=cmd_serve)
 
@@ -53,6 +63,8 @@ async def serve_main(args: argparse.Namespace) -> None:
     config = ServerConfig(lease_ttl=args.lease_ttl, data_dir=args.data_dir, max_wait_s=args.max_wait,
                           rate=args.rate, max_polls_per_lease=args.max_polls_per_lease,
                           max_spectators=args.max_spectators, max_runs=args.max_runs, max_agents=args.max_agents,
+                          fsync=args.fsync, resume=not args.no_resume,
+                          allow_origins=tuple(o.strip().rstrip("/") for o in args.allow_origin),
                           on_event=lambda line: print(f"WARREN: {line}", file=sys.stderr, flush=True))
     if not is_loopback(args.host):
         print(f"warning: binding {args.host} exposes WARREN beyond this machine; anyone who can reach it can "

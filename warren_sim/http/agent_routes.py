@@ -62,6 +62,8 @@ def register_agent_routes(app: WarrenApp) -> None:
         ra = run.authenticate(agent_id, _lease())
         body = await json_body(required=True)
         judgement = run.submit(ra, body)
+        if judgement.accept:
+            await run.journal.durable()  # --fsync: on disk before the receipt leaves (one fsync per tick)
         if judgement.receipt is None:
             return problem_reply(422, judgement.problem_detail)
         return reply(converter.unstructure(judgement.receipt))

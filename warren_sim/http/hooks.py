@@ -7,8 +7,10 @@ a traceback.
 
 from __future__ import annotations
 
+from typing import Any
+
 import trio
-from quart import Response, request
+from quart import Response, request, websocket
 from werkzeug.exceptions import HTTPException
 
 from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
@@ -19,7 +21,44 @@ from ..runtime.manager import RunManager
 from .replies import BadRequest, problem_reply
 from .state import WarrenApp
 
-__all__ = ["register_hooks"]
+__all__ = ["allowed_methods", "foreign_origin", "register_hooks"]
+
+
+def foreign_origin(headers: Any, host_url: str, allowed: tuple[str, ...]) -> str | None:
+    """Why a request from a browser page of another site is refused (403), or None to serve it.
+
+    DESIGN section 11: a web page the user visits must not drive their local server with "simple"
+    cross-origin requests. Requests without ``Origin`` (curl, the SDK, agents) are not from a page and
+    are served; the server's own pages (the viewer) send their own origin; ``--allow-origin`` adds others.
+    """
+    origin = headers.get("Origin")
+    if origin is None:
+        return None
+    origin = origin.strip().rstrip("/")
+    own = host_url.rstrip("/")
+    own_host = headers.get("Host", "")
+    if origin in allowed or origin == own or origin.split("://", 1)[-1] == own_host:
+        return None
+    return (f"requests from the web origin {origin!r} are refused: a page of another site may not drive this "
+            "server. Clients that are not browsers send no Origin header; to allow a site, start the server "
+            "with --allow-origin " + origin)
+
+
+def allowed_methods(app: Any, path: str) -> list[str]:
+    """The methods some route of ``app`` accepts on ``path`` (for a 405's ``Allow`` header)."""
+    adapter = app.url_map.bind("localhost")
+    methods: set[str] = set()
+    for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+        try:
+            adapter.match(path, method=method)
+        except HTTPException:
+            continue
+        except Exception:  # noqa: BLE001 - a redirect or websocket-only rule: not an HTTP method here
+            continue
+        methods.add(method)
+    if methods:
+        methods |= {"HEAD", "OPTIONS"} if "GET" in methods else {"OPTIONS"}
+    return sorted(methods)
 
 
 def register_hooks(app: WarrenApp) -> None:
@@ -29,6 +68,7 @@ def register_hooks(app: WarrenApp) -> None:
     @app.before_serving
     async def _start() -> None:
         state.manager = RunManager(state.config, app.nursery, WallMap(state.config.rate))
+        state.manager.restore()  # the data dir's runs: ended ones from disk, live ones resumed
 
     @app.after_serving
     async def _stop() -> None:
@@ -38,6 +78,9 @@ def register_hooks(app: WarrenApp) -> None:
 
     @app.before_request
     async def _check_protocol() -> Response | None:
+        refused = foreign_origin(request.headers, request.host_url, state.config.allow_origins)
+        if refused is not None:
+            return problem_reply(403, refused)
         if not request.path.startswith("/v1"):
             return None
         sent = request.headers.get(PROTOCOL_HEADER)
@@ -46,10 +89,23 @@ def register_hooks(app: WarrenApp) -> None:
                                  f"{sent!r}; send {PROTOCOL_HEADER}: {PROTOCOL_VERSION} or leave the header out")
         return None
 
+    @app.before_websocket
+    async def _check_ws_origin() -> Response | None:
+        refused = foreign_origin(websocket.headers, websocket.host_url, state.config.allow_origins)
+        if refused is not None:
+            return problem_reply(403, refused)
+        return None
+
     @app.after_request
     async def _stamp(response: Response) -> Response:
         if request.path.startswith("/v1"):
             response.headers[PROTOCOL_HEADER] = PROTOCOL_VERSION
+        if response.status_code == 405 and "Allow" not in response.headers:
+            allowed = allowed_methods(app, request.path)
+            if allowed:
+                response.headers["Allow"] = ", ".join(allowed)
+        if response.status_code == 413:  # refused before the body was read: the connection cannot be reused
+            response.headers["Connection"] = "close"
         return response
 
     @app.errorhandler(RunError)

@@ -69,6 +69,11 @@ def float_arg(name: str, default: float) -> float:
 async def json_body(required: bool) -> Any:
     """The request body as strict JSON (bounded size); ``{}`` for an empty optional body."""
     data = await request.get_data()
+    ctype = (request.mimetype or "").lower()
+    if data.strip() and ctype != "application/json" and not ctype.endswith("+json"):
+        raise BadRequest(415, f"the body must be sent with Content-Type: application/json, got "
+                         f"{request.content_type or 'none'!r}; a JSON body from a web page of another site is "
+                         "refused this way too")
     if len(data) > MAX_BODY_BYTES:
         raise BadRequest(413, f"the body is {len(data)} bytes; at most {MAX_BODY_BYTES} are accepted")
     if not data.strip():

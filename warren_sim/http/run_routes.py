@@ -68,5 +68,6 @@ def register_run_routes(app: WarrenApp) -> None:
     async def journal(run_id: str) -> Response:
         run = runs().get(run_id)
         since = int_arg("since", -1, minimum=-1)  # the records after cursor `since`, as flushed to disk
-        text = "".join(dumps_record(r) + "\n" for r in run.journal.records[since + 1:run.journal.flushed])
+        journal = run.journal  # an ended run's is read from its file, once for this request
+        text = "".join(dumps_record(r) + "\n" for r in journal.records[since + 1:journal.flushed])
         return Response(text, content_type="application/x-ndjson")

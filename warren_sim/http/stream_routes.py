@@ -108,7 +108,8 @@ def register_stream_routes(app: WarrenApp) -> None:
         header = request.headers.get("Last-Event-ID")
         if header is not None and header.strip() != "":
             since = parse_cursor(header, "the Last-Event-ID header")
-            if run.journal.closed and since == run.journal.flushed - 1:
+            journal = run.journal
+            if journal.closed and since == journal.flushed - 1:
                 return Response("", status=204)  # an EventSource stops reconnecting on 204
         else:
             since = parse_cursor(request.args.get("since"), "query parameter since")

@@ -1,7 +1,9 @@
 """Leases: who may act for a controlled agent, until when, and how a request proves it.
 
-A token has 192 random bits, is compared in constant time, and never leaves this module except in
-the claim response: journals, logs and streams only ever see the agent id. Expiry is a deadline on
+A token has 192 random bits and never leaves this module except in the claim response: journals, logs
+and streams only ever see the agent id. The server keeps only the token's SHA-256 digest (compared in
+constant time), which is also what the lease sidecar file holds, so a restarted server resumes the
+lease of a token it never stored (DESIGN section 11). Expiry is a deadline on
 the process's trio clock, so a 300 s TTL passes in microseconds under the autojump clock.
 
 This module owns the rules (:func:`take_lease`, :func:`check_lease`, :func:`poll_slot`); the run
@@ -12,6 +14,7 @@ once every agent was claimed, waking the batch when who-blocks-it changes.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import hmac
 import secrets
 from collections.abc import Iterator
@@ -24,7 +27,7 @@ from ..protocol.models import Receipt
 from ..protocol.verdicts import AgentLedger
 from .errors import RunError
 
-__all__ = ["Lease", "RemoteAgent", "check_lease", "new_token", "poll_slot", "take_lease"]
+__all__ = ["Lease", "RemoteAgent", "check_lease", "digest", "new_token", "poll_slot", "take_lease"]
 
 TOKEN_BYTES = 24
 
@@ -33,10 +36,15 @@ def new_token() -> str:
     return "l-" + secrets.token_urlsafe(TOKEN_BYTES)
 
 
+def digest(token: str) -> str:
+    """The SHA-256 hex digest of a token: all the server keeps of it, in memory and in the sidecar file."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
 @attrs.define(eq=False)
 class Lease:
     agent_id: str
-    token: str = attrs.field(repr=False)
+    token_digest: str = attrs.field(repr=False)
     expires_at: float
     polls: int = 0  # long-polls waiting on this lease right now (capped per lease by poll_slot)
 
@@ -44,7 +52,7 @@ class Lease:
         return trio.current_time() < self.expires_at
 
     def matches(self, token: str) -> bool:
-        return hmac.compare_digest(self.token.encode(), token.encode())
+        return hmac.compare_digest(self.token_digest, digest(token))
 
     def refresh(self, ttl: float) -> None:
         self.expires_at = trio.current_time() + ttl
@@ -87,12 +95,13 @@ def take_lease(ra: RemoteAgent, token: str | None, ttl: float, run_id: str) -> t
     if lease is not None and lease.live():
         if token and lease.matches(token):
             lease.refresh(ttl)
-            return lease.token, True
+            return token, True
         raise RunError(409, f"{ra.agent_id} is held by another lease for up to {lease.seconds_left():.0f} s more "
                        "unless it is refreshed; resume with that lease's token (?lease=), or wait for it to be "
                        f"released (POST {_paths(run_id, ra.agent_id)}/release?lease=<token>) or to expire")
-    ra.lease = Lease(ra.agent_id, new_token(), trio.current_time() + ttl)
-    return ra.lease.token, False
+    token = new_token()
+    ra.lease = Lease(ra.agent_id, digest(token), trio.current_time() + ttl)
+    return token, False
 
 
 def check_lease(ra: RemoteAgent, token: str | None, ttl: float, run_id: str) -> None:

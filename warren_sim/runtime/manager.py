@@ -2,10 +2,17 @@
 
 A run task that raises is caught inside ``Run.main`` (the run becomes ``crashed``); nothing a run
 does can take the manager, the server or another run down.
+
+DESIGN section 11: on start the manager indexes the journals of its data directory (``restore``): ended
+runs are listed and served from disk, live ones are rebuilt and resumed (or marked ``crashed`` with
+``resume=False``). When a run ends, its :class:`Run` is swapped for a :class:`StoredRun`, so memory is
+bounded by live work.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,12 +20,16 @@ from typing import Any
 import attrs
 import trio
 
-from ..protocol.models import RunCreate
+from ..protocol.models import TERMINAL_RUN_STATUSES, RunCreate
 from ..scenarios import ScenarioError, instantiate, list_scenarios, load_scenario
 from .clock import WallMap
 from .errors import RunError
 from .journal import Journal
+from .restore import RestoreError, lease_path, rebuild_run, summary_of
 from .run import Run, RunConfig
+from .stored import StoredRun, write_view
+
+REBUILT_CACHE = 2  # ended runs rebuilt from disk for agent requests, kept for the next request
 
 
 @attrs.define
@@ -36,6 +47,10 @@ class ServerConfig:
     max_runs: int = 64  # live (created or running) runs per server
     max_agents: int = 100_000  # per run
     body_timeout_s: float = 30.0  # real seconds a request body may take to arrive (408 beyond)
+    fsync: bool = False  # fsync the journal before an accepted receipt leaves (grouped per trio tick)
+    resume: bool = True  # on start, resume the data dir's live runs (False: mark them crashed)
+    allow_origins: tuple[str, ...] = ()  # browser origins allowed besides the server's own (--allow-origin)
+    send_timeout_s: float = 10.0  # a spectator that takes no frame for this long is cut (its slot freed)
     # Called with one line per run lifecycle change (created, started, ended with status); warren serve prints it.
     on_event: Callable[[str], None] | None = None
 
@@ -53,11 +68,72 @@ class RunManager:
         self.config = config
         self.nursery = nursery
         self.wallmap = wallmap
-        self.runs: dict[str, Run] = {}
+        self.runs: dict[str, Run | StoredRun] = {}
         self._next = 1 + _last_journaled_run(config.data_dir)  # never overwrite an earlier server's journal
         self.draining = trio.Event()
+        self._rebuilt: OrderedDict[str, Run] = OrderedDict()
+        self.restore_errors: list[str] = []
 
-    def get(self, run_id: str) -> Run:
+    # -- restart ---------------------------------------------------------------------------------------
+    def restore(self) -> None:
+        """Index the data directory: ended runs served from disk, live ones resumed (or marked crashed)."""
+        data_dir = self.config.data_dir
+        if data_dir is None or not data_dir.is_dir():
+            return
+        paths = sorted((p for p in data_dir.glob("run-*.jsonl") if p.stem[4:].isdigit()), key=lambda p: int(p.stem[4:]))
+        for path in paths:
+            run_id = path.stem
+            try:
+                status, _ = summary_of(path)
+                if status in TERMINAL_RUN_STATUSES:
+                    self.runs[run_id] = self._stored(run_id, path, status)
+                    continue
+                run = rebuild_run(path, self.wallmap, lease_ttl=self.config.lease_ttl,
+                                  max_polls=self.config.max_polls_per_lease,
+                                  max_spectators=self.config.max_spectators, fsync=self.config.fsync,
+                                  resume=self.config.resume)
+            except (RestoreError, OSError, ValueError, KeyError, TypeError) as exc:
+                self.restore_errors.append(f"{path.name}: {exc}")
+                continue
+            if not self.config.resume:
+                run._finish("crashed", "server restarted", error="server restarted")
+                run.journal.close()
+                write_view(path, run.view())
+                self.runs[run_id] = self._stored(run_id, path, run.status)
+                continue
+            self.runs[run_id] = run
+            self.nursery.start_soon(self._drive, run, name=f"warren run {run_id}")
+            self._say(f"{run_id} resumed: {run.config.scenario} seed {run.config.seed} at t={run.sim.time} ms")
+
+    def _stored(self, run_id: str, path: Path, status: str) -> StoredRun:
+        return StoredRun(run_id, path, status, self._rebuild_ended, self.config.max_spectators)
+
+    def _rebuild_ended(self, stored: StoredRun) -> Run:
+        """An ended run rebuilt from its journal for an agent request; the last few are cached."""
+        run = self._rebuilt.get(stored.run_id)
+        if run is None:
+            run = rebuild_run(stored.path, self.wallmap, lease_ttl=self.config.lease_ttl,
+                              max_polls=self.config.max_polls_per_lease,
+                              max_spectators=self.config.max_spectators, fsync=self.config.fsync)
+            self._rebuilt[stored.run_id] = run
+            while len(self._rebuilt) > REBUILT_CACHE:
+                self._rebuilt.popitem(last=False)
+        self._rebuilt.move_to_end(stored.run_id)
+        return run
+
+    async def _drive(self, run: Run) -> None:
+        """The run task, then its release from memory: the ended run is read from disk from now on."""
+        await run.main()
+        path = run.journal.path
+        if path is not None:
+            write_view(path, run.view())
+            self.runs[run.run_id] = self._stored(run.run_id, path, run.status)
+
+    def _say(self, line: str) -> None:
+        if self.config.on_event is not None:
+            self.config.on_event(line)
+
+    def get(self, run_id: str) -> Run | StoredRun:
         run = self.runs.get(run_id)
         if run is None:
             known = ", ".join(list(self.runs)[-10:]) or "none yet"
@@ -98,9 +174,10 @@ class RunManager:
         config = RunConfig(run_id, scenario, seed, tuple(body.controlled_agents), body.npc_policy, body.pace,
                            body.decision_deadline_s, dict(loaded.params), self.config.lease_ttl,
                            self.config.max_polls_per_lease, self.config.max_spectators)
-        run = Run(config, sim, policies, Journal(path), self.wallmap)
+        run = Run(config, sim, policies, Journal(path, fsync=self.config.fsync), self.wallmap,
+                  lease_file=lease_path(path) if path is not None else None)
         self.runs[run_id] = run
-        self.nursery.start_soon(run.main, name=f"warren run {run_id}")
+        self.nursery.start_soon(self._drive, run, name=f"warren run {run_id}")
         if self.config.on_event is not None:
             self.config.on_event(f"{run_id} created: {scenario} seed {seed}, controlled "
                                  f"{', '.join(body.controlled_agents) or 'none'}, npc_policy {body.npc_policy}")

@@ -11,15 +11,18 @@ work unchanged. HTTP and WebSocket handlers call the ``*_request`` methods, whic
 from __future__ import annotations
 
 import contextlib
+import json
 import math
+import os
 import traceback
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
 
-from ..engine import NOOP, Observation, Policy, Simulation, briefing
+from ..engine import NOOP, Batch, Observation, Policy, Simulation, briefing
 from ..engine.headless import answer_or_noop
 from ..protocol.models import TERMINAL_RUN_STATUSES, Receipt
 from ..protocol.verdicts import Judgement, judge, record_acceptance
@@ -49,7 +52,7 @@ class RunConfig:
 
 class Run:
     def __init__(self, config: RunConfig, sim: Simulation, policies: dict[str, Policy], journal: Journal,
-                 wallmap: WallMap) -> None:
+                 wallmap: WallMap, *, lease_file: Path | None = None, restored: bool = False) -> None:
         self.config = config
         self.run_id = config.run_id
         self.sim = sim
@@ -69,6 +72,12 @@ class Run:
         self.cancel_reason = ""
         self.briefings: dict[str, dict[str, Any]] = {}
         self.spectators = 0  # open spectator streams (see spectator_slot)
+        self.lease_file = lease_file  # SHA-256 digests of live tokens, so leases survive a restart
+        # set by runtime.restore: the batch that was waiting for answers when the server died
+        self.resume_batch: Batch | None = None
+        self.clock0_offset = 0.0
+        if restored:
+            return
         self.journal.append({"kind": "config", "controlled_agents": list(config.controlled),
                              "npc_policy": config.npc_policy, "pace": config.pace,
                              "decision_deadline_s": config.decision_deadline_s})
@@ -150,25 +159,31 @@ class Run:
 
     async def _loop(self) -> None:
         sim = self.sim
-        clock0 = trio.current_time()
+        pace = self.config.pace
+        # a resumed run's sim time already ran: pacing goes on from where it stood
+        clock0 = trio.current_time() - (sim.time / 1000 / pace if pace else 0.0)
         while True:
-            upcoming = sim.next_time()
-            if self.config.pace is not None and upcoming is not None:
-                # sim time may not run ahead of pace x elapsed clock time: wait before advancing
-                await trio.sleep_until(clock0 + upcoming / 1000 / self.config.pace)
-            batch = sim.advance()
-            self.journal.extend(sim.drain_records())
-            if batch is None:
-                return
-            deadline = trio.current_time() + self.config.decision_deadline_s
-            waiting: list[str] = []
-            for obs in batch.observations:
-                ra = self.remote.get(obs.agent_id)
-                if ra is None:
-                    self._answer_npc(obs)
-                else:
-                    self._publish(ra, obs, deadline)
-                    waiting.append(obs.agent_id)
+            if self.resume_batch is not None:
+                batch, self.resume_batch = self.resume_batch, None
+                waiting = self._reissue(batch)
+            else:
+                upcoming = sim.next_time()
+                if pace is not None and upcoming is not None:
+                    # sim time may not run ahead of pace x elapsed clock time: wait before advancing
+                    await trio.sleep_until(clock0 + upcoming / 1000 / pace)
+                batch = sim.advance()
+                self.journal.extend(sim.drain_records())
+                if batch is None:
+                    return
+                deadline = trio.current_time() + self.config.decision_deadline_s
+                waiting = []
+                for obs in batch.observations:
+                    ra = self.remote.get(obs.agent_id)
+                    if ra is None:
+                        self._answer_npc(obs)
+                    else:
+                        self._publish(ra, obs, deadline)
+                        waiting.append(obs.agent_id)
             self.journal.flush()
             if waiting:
                 with trio.move_on_at(deadline):
@@ -180,6 +195,23 @@ class Run:
             for aid in waiting:
                 self.remote[aid].poke()
             await trio.lowlevel.checkpoint()
+
+    def _reissue(self, batch: Batch) -> list[str]:
+        """After a restart: the batch's unanswered remote agents get their envelopes again (same ids), with a
+        decision deadline counted from now; the answers the journal holds were applied by runtime.restore."""
+        deadline = trio.current_time() + self.config.decision_deadline_s
+        unanswered = set(self.sim.unanswered())
+        waiting = []
+        for obs in batch.observations:
+            ra = self.remote.get(obs.agent_id)
+            if ra is None:
+                continue
+            ra.envelope = envelope_dict(self.run_id, obs, self.wallmap.to_unix(deadline))
+            ra.envelope_seq = obs.seq
+            ra.answered = obs.agent_id not in unanswered
+            ra.poke()
+            waiting.append(obs.agent_id)
+        return waiting
 
     def _answer_npc(self, obs: Observation) -> None:
         command, invalid = answer_or_noop(self.sim, obs.agent_id, obs.observation_id,
@@ -278,6 +310,7 @@ class Run:
         token, resumed = take_lease(ra, token, self.config.lease_ttl, self.run_id)
         if resumed:
             return token, True
+        self.save_leases()
         self.journal.append({"kind": "claim", "t": self.sim.time, "agent": agent_id})
         self._claimed_once.add(agent_id)
         if self.status == "created" and len(self._claimed_once) == len(self.remote):
@@ -289,10 +322,25 @@ class Run:
     def release(self, agent_id: str, token: str | None) -> None:
         ra = self.authenticate(agent_id, token)
         ra.lease = None
+        self.save_leases()
         self.journal.append({"kind": "release", "t": self.sim.time, "agent": agent_id})
         ra.poke()
         self._rescan = True
         self._poke_batch()
+
+    def save_leases(self) -> None:
+        """Write the digests of the held leases to the sidecar file, atomically and readable by the owner only."""
+        if self.lease_file is None:
+            return
+        held = {aid: ra.lease.token_digest for aid, ra in self.remote.items() if ra.lease is not None}
+        tmp = self.lease_file.with_name(self.lease_file.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"run_id": self.run_id, "sha256": held}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, self.lease_file)
 
     def briefing_for(self, agent_id: str) -> dict[str, Any]:
         if agent_id not in self.briefings:
@@ -358,10 +406,15 @@ class Run:
             j = attrs.evolve(j, receipt=receipt)
         if receipt.status != "duplicate":
             ra.receipts[receipt.command_id] = receipt
-        self.journal.append({"kind": "verdict", "t": self.sim.time, "agent": aid,
-                             "command_id": receipt.command_id, "observation_id": receipt.observation_id,
-                             "status": receipt.status, "detail": receipt.detail,
-                             "wall": {"unix": round(unix_now(), 3)}})
+        record: dict[str, Any] = {"kind": "verdict", "t": self.sim.time, "agent": aid,
+                                  "command_id": receipt.command_id, "observation_id": receipt.observation_id,
+                                  "status": receipt.status, "detail": receipt.detail}
+        if j.accept:
+            record["command"] = j.payload  # what a restarted server re-applies (runtime.restore)
+        record["wall"] = {"unix": round(unix_now(), 3)}
+        self.journal.append(record)
+        if j.accept:
+            self.journal.write_through()  # accepted means written: on the OS's side before the receipt leaves
         return j
 
     def receipt(self, ra: RemoteAgent, command_id: str) -> Receipt:

@@ -1,0 +1,102 @@
+"""An ended run as the server keeps it: its id, status and journal path; everything else is read from disk.
+
+DESIGN section 11: memory is bounded by live work. When a run ends, the manager swaps its :class:`Run` for
+a :class:`StoredRun`, which holds no engine and no records. Its view comes from the ``run-N.view.json``
+sidecar written at the end; its journal (download, streams) is read from the file per reader
+(:class:`~warren_sim.runtime.journal.DiskJournal`); the rare agent requests on an ended run (a late
+command, a receipt, a briefing) go to a run rebuilt from the journal (:mod:`warren_sim.runtime.restore`),
+of which the manager caches only a couple.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from .errors import RunError
+from .journal import DiskJournal
+from .restore import view_path
+
+__all__ = ["StoredRun", "write_view"]
+
+
+def write_view(path: Path, view: dict[str, Any]) -> None:
+    """Write an ended run's view next to its journal, atomically."""
+    target = view_path(path)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(json.dumps(view, ensure_ascii=False), encoding="utf-8")
+    tmp.replace(target)
+
+
+class StoredRun:
+    """An ended run answered from disk; agent requests go to ``rebuilt()`` (a :class:`Run` rebuilt on demand)."""
+
+    is_ended = True
+
+    def __init__(self, run_id: str, path: Path, status: str, rebuilt: Callable[[StoredRun], Any],
+                 max_spectators: int) -> None:
+        self.run_id = run_id
+        self.path = path
+        self.status = status
+        self._rebuilt = rebuilt
+        self.max_spectators = max_spectators
+        self.spectators = 0
+        self.started = trio.Event()
+        self.ended = trio.Event()
+        self.started.set()
+        self.ended.set()
+
+    def rebuilt(self) -> Any:
+        return self._rebuilt(self)
+
+    # -- what is read from disk -------------------------------------------------------------------------
+    def view(self) -> dict[str, Any]:
+        try:
+            return dict(json.loads(view_path(self.path).read_text(encoding="utf-8")))
+        except (OSError, ValueError):  # killed between the end and the view file: rebuild it once
+            view: dict[str, Any] = self.rebuilt().view()
+            write_view(self.path, view)
+            return view
+
+    @property
+    def journal(self) -> DiskJournal:
+        return DiskJournal(self.path)
+
+    @contextlib.contextmanager
+    def spectator_slot(self) -> Iterator[None]:
+        if self.spectators >= self.max_spectators:
+            raise RunError(429, f"{self.run_id} already has {self.max_spectators} spectators (the server's cap per "
+                           "run); close a stream you no longer watch, or read the run's journal with GET "
+                           f"/v1/runs/{self.run_id}/journal, and retry later", retry_after=5)
+        self.spectators += 1
+        try:
+            yield
+        finally:
+            self.spectators -= 1
+
+    # -- lifecycle: an ended run stays ended ----------------------------------------------------------
+    def cancel(self, reason: str = "") -> None:
+        pass
+
+    def start(self) -> None:
+        pass
+
+    # -- agent requests: answered by the run rebuilt from its journal -------------------------------
+    @property
+    def sim(self) -> Any:
+        return self.rebuilt().sim
+
+    @property
+    def remote(self) -> Any:
+        return self.rebuilt().remote
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("agent", "authenticate", "claim", "release", "briefing_for", "wait_observation", "submit",
+                    "receipt", "config", "error"):
+            return getattr(self.rebuilt(), name)
+        raise AttributeError(name)
