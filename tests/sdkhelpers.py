@@ -26,7 +26,7 @@ from warren_sim.protocol.schema_registry import validation_errors
 from warren_sim.runtime.manager import ServerConfig
 
 #: Quick retries: tests must not sit in backoff.
-FAST_RETRY = RetryPolicy(attempts=4, backoff=0.01, max_backoff=0.05)
+FAST_RETRY = RetryPolicy(attempts=4, backoff=0.01, max_backoff=0.05, reconnect_s=0.0)
 
 
 class SchemaCheck:

@@ -10,7 +10,9 @@ WebSocket binding instead.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from ._common import (
@@ -44,6 +46,10 @@ def register(sub: Any) -> None:
                    "over ws, how often an idle agent refreshes its lease")
     p.add_argument("--transport", choices=("http", "ws"), default="http",
                    help="http: long-polling (canonical); ws: the WebSocket binding WS /v1/agent")
+    p.add_argument("--receipts", type=Path, metavar="FILE",
+                   help="append every receipt (command_id, observation_id, status) to FILE as JSON Lines")
+    p.add_argument("--reconnect", type=float, default=60.0, metavar="S",
+                   help="how long to keep retrying when the server cannot be reached (a restart) before giving up")
     add_scenarios_option(p)
     p.set_defaults(func=cmd_agent)
 
@@ -89,7 +95,10 @@ def cmd_agent(args: argparse.Namespace) -> int:
         return _agent_over_ws(args)
     from ..client import AgentClient, ServerError, TransportError
 
-    with AgentClient.open(args.url, timeout=10.0) as client:
+    from ..client import RetryPolicy
+
+    log = _ReceiptLog(args.receipts)
+    with AgentClient.open(args.url, timeout=10.0, retry=RetryPolicy(reconnect_s=args.reconnect)) as client:
         try:
             if args.create is not None:
                 factory = remote_factory(args.policy, args.create, args.seed)
@@ -113,6 +122,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
                         print(f"\n--- {obs.observation_id} ---\n{obs.text}")
                         command = policy.decide(obs)
                         receipt = agent.submit(obs, command)
+                        log.write(receipt)
                         print(f">>> {show_command(command)}  [{show_receipt(receipt)}]", flush=True)
                 except KeyboardInterrupt:
                     agent.detach()  # before leaving `with`, which would release the agent otherwise
@@ -124,6 +134,20 @@ def cmd_agent(args: argparse.Namespace) -> int:
             return EXIT_FAILED
         final = client.get_run(args.run)
     return _ended(args, final)
+
+
+class _ReceiptLog:
+    """``--receipts FILE``: each receipt as one JSON line, flushed at once (what the kill test checks)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+
+    def write(self, receipt: Any) -> None:
+        if self.path is None:
+            return
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"command_id": receipt.command_id, "observation_id": receipt.observation_id,
+                                "status": receipt.status}) + "\n")
 
 
 def _agent_over_ws(args: argparse.Namespace) -> int:

@@ -87,19 +87,26 @@ Op = Generator[Call | Sleep, Any, T]
 class RetryPolicy:
     """How transport errors and 429s are retried where retrying is safe: up to ``attempts`` more tries, pausing
     ``backoff * factor**n`` (at most ``max_backoff``) seconds before try n+1, or a 429's ``Retry-After`` (at most
-    ``max_retry_after``)."""
+    ``max_retry_after``).
+
+    A transport error (the server went away: a restart, DESIGN section 11) is retried beyond ``attempts`` for as
+    long as the pauses so far add up to less than ``reconnect_s`` (default 60 s), then fails with a
+    :class:`TransportError` that says how long it tried. A restarted server resumes the run and its leases, so the
+    retried request simply goes on.
+    """
 
     attempts: int = 4
     backoff: float = 0.05
     factor: float = 2.0
     max_backoff: float = 1.0
     max_retry_after: float = 5.0
+    reconnect_s: float = 60.0
 
     def delay(self, attempt: int) -> float:
         return min(self.max_backoff, self.backoff * self.factor**attempt)
 
 
-NO_RETRY = RetryPolicy(attempts=0)
+NO_RETRY = RetryPolicy(attempts=0, reconnect_s=0.0)
 
 
 def headers() -> dict[str, str]:
@@ -204,14 +211,19 @@ def exchange(call: Call, expect: Iterable[int] = (200,), retry: RetryPolicy = NO
     """Send ``call`` and check the response; retry transport errors and 429s (after their Retry-After, at
     most ``retry.max_retry_after`` s) per ``retry``."""
     attempt = 0
+    waited = 0.0
     while True:
         try:
             response = yield call
         except httpx.TransportError as exc:
-            if attempt >= retry.attempts:
-                tries = f" (after {attempt + 1} tries)" if attempt else ""
-                raise TransportError(f"{call.describe()} failed{tries}: {type(exc).__name__}: {exc}") from exc
-            yield Sleep(retry.delay(attempt))
+            pause = retry.delay(attempt)
+            if attempt >= retry.attempts and waited + pause > retry.reconnect_s:
+                tries = f" (after {attempt + 1} tries over {waited:.1f} s)" if attempt else ""
+                raise TransportError(f"{call.describe()} failed{tries}: {type(exc).__name__}: {exc}; is the "
+                                     "server running? (the SDK retries connection errors for up to "
+                                     f"{retry.reconnect_s:g} s: RetryPolicy.reconnect_s)") from exc
+            yield Sleep(pause)
+            waited += pause
             attempt += 1
             continue
         try:

@@ -38,7 +38,7 @@ def new_token() -> str:
 
 def digest(token: str) -> str:
     """The SHA-256 hex digest of a token: all the server keeps of it, in memory and in the sidecar file."""
-    return hashlib.sha256(token.encode()).hexdigest()
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @attrs.define(eq=False)
@@ -52,7 +52,7 @@ class Lease:
         return trio.current_time() < self.expires_at
 
     def matches(self, token: str) -> bool:
-        return hmac.compare_digest(self.token_digest, digest(token))
+        return hmac.compare_digest(self.token_digest.encode(), digest(token).encode())
 
     def refresh(self, ttl: float) -> None:
         self.expires_at = trio.current_time() + ttl

@@ -165,7 +165,8 @@ class Run:
         while True:
             if self.resume_batch is not None:
                 batch, self.resume_batch = self.resume_batch, None
-                waiting = self._reissue(batch)
+                deadline = trio.current_time() + self.config.decision_deadline_s
+                waiting = self._reissue(batch, deadline)
             else:
                 upcoming = sim.next_time()
                 if pace is not None and upcoming is not None:
@@ -196,10 +197,9 @@ class Run:
                 self.remote[aid].poke()
             await trio.lowlevel.checkpoint()
 
-    def _reissue(self, batch: Batch) -> list[str]:
+    def _reissue(self, batch: Batch, deadline: float) -> list[str]:
         """After a restart: the batch's unanswered remote agents get their envelopes again (same ids), with a
         decision deadline counted from now; the answers the journal holds were applied by runtime.restore."""
-        deadline = trio.current_time() + self.config.decision_deadline_s
         unanswered = set(self.sim.unanswered())
         waiting = []
         for obs in batch.observations:
