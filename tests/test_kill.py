@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from durability_helpers import Restartable, engine_records, headless_trace, read_jsonl, start_agent
 
 

@@ -93,9 +93,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     _check_args(args)
     if getattr(args, "transport", "http") == "ws":
         return _agent_over_ws(args)
-    from ..client import AgentClient, ServerError, TransportError
-
-    from ..client import RetryPolicy
+    from ..client import AgentClient, RetryPolicy, ServerError, TransportError
 
     log = _ReceiptLog(args.receipts)
     with AgentClient.open(args.url, timeout=10.0, retry=RetryPolicy(reconnect_s=args.reconnect)) as client:

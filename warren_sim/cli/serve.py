@@ -55,6 +55,8 @@ def register(sub: Any) -> None:
     p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                    help="a browser origin (e.g. http://localhost:3000) allowed to call this server besides its "
                         "own pages; requests from other web origins get 403 (repeatable)")
+    p.add_argument("--send-timeout", type=float, default=10.0, metavar="S",
+                   help="a spectator that takes no data for S seconds is cut and its slot freed")
     add_scenarios_option(p)
     p.set_defaults(func=cmd_serve)
 
@@ -63,7 +65,7 @@ async def serve_main(args: argparse.Namespace) -> None:
     config = ServerConfig(lease_ttl=args.lease_ttl, data_dir=args.data_dir, max_wait_s=args.max_wait,
                           rate=args.rate, max_polls_per_lease=args.max_polls_per_lease,
                           max_spectators=args.max_spectators, max_runs=args.max_runs, max_agents=args.max_agents,
-                          fsync=args.fsync, resume=not args.no_resume,
+                          fsync=args.fsync, resume=not args.no_resume, send_timeout_s=args.send_timeout,
                           allow_origins=tuple(o.strip().rstrip("/") for o in args.allow_origin),
                           on_event=lambda line: print(f"WARREN: {line}", file=sys.stderr, flush=True))
     if not is_loopback(args.host):

@@ -61,7 +61,7 @@ def register_agent_routes(app: WarrenApp) -> None:
         run = runs().get(run_id)
         ra = run.authenticate(agent_id, _lease())
         body = await json_body(required=True)
-        judgement = run.submit(ra, body)
+        judgement = run.submit(ra, body, _lease())
         if judgement.accept:
             await run.journal.durable()  # --fsync: on disk before the receipt leaves (one fsync per tick)
         if judgement.receipt is None:

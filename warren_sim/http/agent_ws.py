@@ -217,7 +217,8 @@ class AgentSession:
     def m_submit(self, params: dict[str, Any]) -> dict[str, Any]:
         run, ra = self._authed(params, "agent.submit")
         command = params.get("command")
-        judgement = run.submit(ra, command)
+        lease = params.get("lease")
+        judgement = run.submit(ra, command, lease if isinstance(lease, str) else None)
         if judgement.receipt is None:
             raise RunError(422, judgement.problem_detail)
         sub = self.subs.get((run.run_id, ra.agent_id))

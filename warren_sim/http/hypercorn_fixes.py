@@ -20,6 +20,14 @@ reports the stream closed, which happens in the same breath. Both were found by
    no timer at all (measured: still open after 40 s, so a slow-body client pins it for good). The fix
    shields the close (two non-blocking socket calls); the rest of the handling is unchanged.
 
+3. A peer that stops reading pins its connection forever: Hypercorn writes with ``send_all`` in a shielded
+   scope, so a WebSocket handler's or an SSE body's own timeout cannot interrupt a write into a full socket
+   buffer, and a spectator that never reads kept its slot (and the server its queued bytes) for good
+   (issue 13: still ESTABLISHED after 90 s; with ``--max-spectators 3`` three silent sockets locked
+   every later spectator out). The fix bounds each write: a write not taken within ``send_timeout``
+   (``warren serve --send-timeout``, on the process clock) aborts the connection, which ends the handler
+   and frees whatever it held.
+
 Applied by :func:`warren_sim.http.server.start_server`; idempotent. Recheck on any Hypercorn upgrade.
 """
 
@@ -29,10 +37,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
-from hypercorn.events import Closed
+from hypercorn.events import Closed, RawData
 from hypercorn.trio import tcp_server, worker_context
 
 __all__ = ["apply"]
+
+_send_timeout = [10.0]  # seconds of the process clock a single write may take before the connection is aborted
 
 
 async def _restart(self: Any, task_group: Any, action: Callable[[], Awaitable[None]]) -> None:
@@ -64,12 +74,27 @@ async def _protocol_send(self: Any, event: Any) -> None:
         with trio.CancelScope(shield=True):
             await self._close()
         await self.protocol.handle(Closed())
+    elif isinstance(event, RawData):
+        async with self.send_lock:
+            stuck = False
+            try:
+                with trio.CancelScope(shield=True) as scope:  # shielded, as Hypercorn does, but bounded
+                    scope.deadline = trio.current_time() + _send_timeout[0]
+                    await self.stream.send_all(event.data)
+                stuck = scope.cancelled_caught
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                stuck = True
+            if stuck:  # the peer does not read (or is gone): abort the connection
+                with trio.CancelScope(shield=True):
+                    await trio.aclose_forcefully(self.stream)
+                await self.protocol.handle(Closed())
     else:
         await _original_protocol_send(self, event)
 
 
-def apply() -> None:
-    """Install both fixes (once)."""
+def apply(send_timeout: float = 10.0) -> None:
+    """Install the fixes (once); ``send_timeout`` bounds every write (fix 3)."""
+    _send_timeout[0] = send_timeout
     worker_context.TrioSingleTask.restart = _restart  # type: ignore[method-assign]
     worker_context.TrioSingleTask.stop = _stop  # type: ignore[method-assign]
     tcp_server.TCPServer.protocol_send = _protocol_send  # type: ignore[method-assign]

@@ -63,7 +63,8 @@ def hypercorn_config(host: str, port: int, rate: float) -> HypercornConfig:
 async def start_server(config: ServerConfig, host: str = "127.0.0.1", port: int = 0, *,
                        task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
     """Serve until ``RunningServer.shutdown()``; ``task_status.started(RunningServer)``."""
-    hypercorn_fixes.apply()  # idle keep-alive connections close again after a request (see the module)
+    # idle keep-alive connections close again after a request; writes are bounded (see the module)
+    hypercorn_fixes.apply(send_timeout=config.send_timeout_s * config.rate)
     app = create_app(config)
     app.config["BODY_TIMEOUT"] = config.body_timeout_s * config.rate  # real seconds, on the rated clock
     hc = hypercorn_config(host, port, config.rate)

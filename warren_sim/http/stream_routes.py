@@ -85,19 +85,22 @@ def register_stream_routes(app: WarrenApp) -> None:
             except RunError as exc:
                 return _with_retry_after(problem_response(exc.status, exc.detail), exc)
             await websocket.accept(headers={PROTOCOL_HEADER: PROTOCOL_VERSION})
+            timeout = config.send_timeout_s * config.rate  # real seconds, on the rated clock
             async with trio.open_nursery() as nursery:
                 # spectators have nothing to say; reading keeps a chatty client from stalling the
                 # server's view of its disconnect (Quart buffers only a few incoming messages)
                 nursery.start_soon(_discard_incoming)
                 with Subscription(run, since, config.spectator_queue) as sub:
                     while (frame := await sub.next_frame()) is not None:
-                        await websocket.send(dumps(frame))
-                        if frame["kind"] == LAGGED:
-                            await websocket.close(CLOSE_TRY_AGAIN_LATER,
-                                                  f"lagged: reconnect with ?since={frame['cursor']}")
-                            break
-                        if frame["kind"] == TERMINAL:
-                            await websocket.close(CLOSE_NORMAL, f"run {frame['status']}")
+                        # a reader that takes nothing for send_timeout_s is cut: its slot is freed (DESIGN 11)
+                        with trio.move_on_after(timeout) as sending:
+                            await websocket.send(dumps(frame))
+                            if frame["kind"] == LAGGED:
+                                await websocket.close(CLOSE_TRY_AGAIN_LATER,
+                                                      f"lagged: reconnect with ?since={frame['cursor']}")
+                            elif frame["kind"] == TERMINAL:
+                                await websocket.close(CLOSE_NORMAL, f"run {frame['status']}")
+                        if sending.cancelled_caught or frame["kind"] in (LAGGED, TERMINAL):
                             break
                 nursery.cancel_scope.cancel()
         return None
@@ -116,7 +119,8 @@ def register_stream_routes(app: WarrenApp) -> None:
         with run.spectator_slot():  # 429 now when the run has max_spectators already (held by the body)
             pass
         sub = Subscription(run, since, config.spectator_queue)
-        response = Response(_sse_body(run, sub, config.sse_keepalive_s), content_type="text/event-stream")
+        body = _sse_body(run, sub, config.sse_keepalive_s, config.send_timeout_s * config.rate, app.nursery)
+        response = Response(body, content_type="text/event-stream")
         response.headers["Cache-Control"] = "no-cache"
         response.headers["X-Accel-Buffering"] = "no"
         response.timeout = None
@@ -134,32 +138,64 @@ def _with_retry_after(response: Response, exc: RunError) -> Response:
     return response
 
 
-async def _sse_body(run: Run, sub: Subscription, keepalive_s: float) -> AsyncIterator[bytes]:
+async def _watch_sse_send(sending: list[float | None], timeout: float, slot: contextlib.ExitStack,
+                          sub: Subscription, done: trio.CancelScope) -> None:
+    """Free the slot of an SSE reader whose last chunk was not taken within ``timeout`` (it stopped reading).
+
+    The body generator is suspended in its ``yield`` while the server writes the chunk, so it cannot time
+    itself out; this task, in the app's nursery, does it for it.
+    """
+    with done:
+        while True:
+            await trio.sleep(timeout / 4)
+            since = sending[0]
+            if since is not None and trio.current_time() - since > timeout:
+                sub.close()
+                slot.close()
+                return
+
+
+async def _sse_body(run: Run, sub: Subscription, keepalive_s: float, send_timeout: float,
+                    nursery: trio.Nursery) -> AsyncIterator[bytes]:
     slot = contextlib.ExitStack()
     try:
         slot.enter_context(run.spectator_slot())
     except RunError as exc:  # the slots filled up between the route's check and the first byte
         yield f"event: error\ndata: {dumps(problem(exc.status, exc.detail))}\n\n".encode()
         return
-    with slot, sub:
-        yield b"retry: 1000\n\n"
-        while True:
-            frame = None
-            with trio.move_on_after(keepalive_s):
-                frame = await sub.next_frame()
-                if frame is None:
-                    return
+    sending: list[float | None] = [None]  # since when the last chunk waits to be taken (None: taken)
+    watchdog = trio.CancelScope()
+    nursery.start_soon(_watch_sse_send, sending, send_timeout, slot, sub, watchdog)
+    try:
+        async for chunk in _sse_frames(sub, keepalive_s):
+            sending[0] = trio.current_time()
+            yield chunk
+            sending[0] = None
+    finally:
+        watchdog.cancel()
+        slot.close()
+        sub.close()
+
+
+async def _sse_frames(sub: Subscription, keepalive_s: float) -> AsyncIterator[bytes]:
+    yield b"retry: 1000\n\n"
+    while True:
+        frame = None
+        with trio.move_on_after(keepalive_s):
+            frame = await sub.next_frame()
             if frame is None:
-                yield b": keep-alive\n\n"
-                continue
-            # what is ready now goes out in one chunk (a catch-up of thousands of records is a few writes)
-            chunk = [sse_event(frame)]
-            while frame["kind"] not in (LAGGED, TERMINAL) and len(chunk) < SSE_CHUNK_FRAMES:
-                nxt = sub.poll()
-                if nxt is None:
-                    break
-                frame = nxt
-                chunk.append(sse_event(frame))
-            yield b"".join(chunk)
-            if frame["kind"] in (LAGGED, TERMINAL):
                 return
+        if frame is None:
+            yield b": keep-alive\n\n"
+            continue
+        # what is ready now goes out in one chunk (a catch-up of thousands of records is a few writes)
+        chunk = [sse_event(frame)]
+        while frame["kind"] not in (LAGGED, TERMINAL) and len(chunk) < SSE_CHUNK_FRAMES:
+            nxt = sub.poll()
+            if nxt is None:
+                break
+            frame = nxt
+            chunk.append(sse_event(frame))
+        yield b"".join(chunk)
+        if frame["kind"] in (LAGGED, TERMINAL):
+            return

@@ -22,6 +22,7 @@ import attrs
 from warren_sim import __version__
 from warren_sim.protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_HEADER, PROTOCOL_VERSION
 from warren_sim.protocol.schema_registry import ID_PREFIX, load_schema, schema_names
+from warren_sim.protocol.strict_json import MAX_SAFE_INTEGER as MAX_SAFE
 
 __all__ = ["ENDPOINTS", "Endpoint", "Param", "expected_response", "find_endpoint", "openapi_document"]
 
@@ -103,7 +104,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "Describe a scenario: roles, agents, objectives, parameters", 200, "scenario", (404, 409)),
     Endpoint("POST", "/v1/runs", "createRun", "Create a run", 201, "run", (400, 404, 408, 409, 413, 429),
              query=(Param("scenario", {"type": "string", "minLength": 1}, "scenario name", required=True),
-                    Param("seed", {"type": "integer", "default": 0}, "the run's seed")),
+                    Param("seed", {"type": "integer", "default": 0, "minimum": -MAX_SAFE, "maximum": MAX_SAFE},
+                          "the run's seed")),
              body="run_create",
              description="Agent control is explicit: controlled_agents are remote, npc_policy drives the rest. "
                          "The run stays created until every controlled agent is claimed (or POST .../start)."),
@@ -117,12 +119,12 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              (404, 409, 410)),
     Endpoint("GET", "/v1/runs/{run_id}/journal", "getJournal", "The run's journal so far (JSON Lines)", 200, None,
              (400, 404, 409), media=NDJSON,
-             query=(Param("since", {"type": "integer", "minimum": -1, "default": -1},
+             query=(Param("since", {"type": "integer", "minimum": -1, "maximum": MAX_SAFE, "default": -1},
                           "only the records after this cursor (-1: all)"),)),
     Endpoint("GET", "/v1/runs/{run_id}/events", "streamEvents",
              "The run's journal records, live, as Server-Sent Events (id: cursor, event: kind, data: record)",
              200, None, (400, 404, 409, 429), media=SSE, also=(204,),
-             query=(Param("since", {"type": "integer", "minimum": -1, "default": -1},
+             query=(Param("since", {"type": "integer", "minimum": -1, "maximum": MAX_SAFE, "default": -1},
                           "send the records after this cursor (-1: all); a Last-Event-ID header wins"),),
              description="The same frames as the spectator WebSocket WS /v1/runs/{run_id}/stream. A reconnect "
                          "(Last-Event-ID) to an ended run with nothing left to send gets 204."),
@@ -137,7 +139,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", f"{_AGENT}/observations", "pollObservation",
              "The outstanding observation with seq > after, waiting up to wait seconds", 200, "envelope",
              (400, 401, 403, 404, 409, 410, 429), leased=True, also=(204,),
-             query=(Param("after", {"type": "integer", "minimum": -1, "default": -1},
+             query=(Param("after", {"type": "integer", "minimum": -1, "maximum": MAX_SAFE, "default": -1},
                           "the highest seq already received (-1: none)"),
                     Param("wait", {"type": "number", "minimum": 0, "default": 0},
                           "seconds to wait for one (capped by the server); 204 when none came")),

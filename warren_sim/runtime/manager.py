@@ -11,7 +11,6 @@ bounded by live work.
 
 from __future__ import annotations
 
-import contextlib
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path

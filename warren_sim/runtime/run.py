@@ -35,6 +35,17 @@ from .views import current_envelope, envelope_dict, receipt_with_outcome, run_vi
 __all__ = ["Run", "RunConfig"]
 
 
+def _redacted(j: Judgement, lease: str | None) -> Judgement:
+    """``j`` with the lease token replaced by ``<your lease>`` wherever a detail quotes it."""
+    if not lease or len(lease) < 8:
+        return j
+    if j.receipt is not None and lease in j.receipt.detail:
+        j = attrs.evolve(j, receipt=attrs.evolve(j.receipt, detail=j.receipt.detail.replace(lease, "<your lease>")))
+    if lease in j.problem_detail:
+        j = attrs.evolve(j, problem_detail=j.problem_detail.replace(lease, "<your lease>"))
+    return j
+
+
 @attrs.define(eq=False)
 class RunConfig:
     run_id: str
@@ -382,14 +393,18 @@ class Run:
         finally:
             self.spectators -= 1
 
-    def submit(self, ra: RemoteAgent, body: object) -> Judgement:
-        """Judge a command, record the verdict, and hand an accepted one to the engine."""
+    def submit(self, ra: RemoteAgent, body: object, lease: str | None = None) -> Judgement:
+        """Judge a command, record the verdict, and hand an accepted one to the engine.
+
+        ``lease`` is the request's token: a client that pasted it into its command does not get it echoed in
+        the verdict's detail (nor written to the journal).
+        """
         aid = ra.agent_id
 
         def validate(observation_id: str, payload: dict[str, Any]) -> str | None:
             return self.sim.validate(aid, payload)
 
-        j = judge(ra.ledger, body, validate)
+        j = _redacted(judge(ra.ledger, body, validate), lease)
         if j.receipt is None:
             return j
         receipt = j.receipt
