@@ -114,6 +114,7 @@ class RunManager:
             run = rebuild_run(stored.path, self.wallmap, lease_ttl=self.config.lease_ttl,
                               max_polls=self.config.max_polls_per_lease,
                               max_spectators=self.config.max_spectators, fsync=self.config.fsync)
+            run.after_end_change = lambda: write_view(stored.path, run.view())
             self._rebuilt[stored.run_id] = run
             while len(self._rebuilt) > REBUILT_CACHE:
                 self._rebuilt.popitem(last=False)
@@ -126,6 +127,7 @@ class RunManager:
         path = run.journal.path
         if path is not None:
             write_view(path, run.view())
+            run.after_end_change = lambda: write_view(path, run.view())
             self.runs[run.run_id] = self._stored(run.run_id, path, run.status)
 
     def _say(self, line: str) -> None:

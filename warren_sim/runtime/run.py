@@ -84,6 +84,7 @@ class Run:
         self.briefings: dict[str, dict[str, Any]] = {}
         self.spectators = 0  # open spectator streams (see spectator_slot)
         self.lease_file = lease_file  # SHA-256 digests of live tokens, so leases survive a restart
+        self.after_end_change: Any = None  # called when an ended run's view changes (a release): rewrites it
         # set by runtime.restore: the batch that was waiting for answers when the server died
         self.resume_batch: Batch | None = None
         self.clock0_offset = 0.0
@@ -335,6 +336,8 @@ class Run:
         ra.lease = None
         self.save_leases()
         self.journal.append({"kind": "release", "t": self.sim.time, "agent": agent_id})
+        if self.is_ended and self.after_end_change is not None:
+            self.after_end_change()
         ra.poke()
         self._rescan = True
         self._poke_batch()
