@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
                     point = {"runs": i, "rss_mib": round(rss_mib(proc.pid), 1), "status": view["status"],
                              "seconds": round(time.perf_counter() - t0, 2)}
                     curve.append(point)
+                    write_json(args.out, "memory_partial", {"options": vars(args) | {"out": str(args.out)},
+                                                            "curve": curve})
                     print(f"run {i:3d} {view['status']:9s} {point['seconds']:6.1f} s   RSS {point['rss_mib']:7.1f} MiB",
                           flush=True)
         finally:

@@ -35,7 +35,9 @@ SSE = "text/event-stream"
 ERROR_TEXT: dict[int, str] = {
     400: "Bad query parameter or body (malformed or non-strict JSON, a field of the wrong type); the detail says which.",
     401: "No ?lease= was sent; claim the agent to get one.",
-    403: "The lease token does not hold this agent (wrong, released or expired).",
+    403: "The lease token does not hold this agent (wrong, released or expired), or the request came from a "
+         "web page of another origin (its Origin header is not the server's own nor one of --allow-origin).",
+    415: "The body was not sent as Content-Type: application/json.",
     404: "Unknown run, agent, scenario, command or schema.",
     409: "The X-Warren-Protocol request header (or protocol=) names another protocol, the agent is held by "
          "another live lease, or it is not a controlled agent of the run.",
@@ -85,8 +87,14 @@ class Endpoint:
     description: str = ""
 
     @property
+    def all_errors(self) -> tuple[int, ...]:
+        """``errors`` plus what every endpoint may answer: 403 (a foreign Origin), 415 (a body that is not JSON)."""
+        extra = (403,) + ((415,) if self.body is not None or self.method == "POST" else ())
+        return tuple(sorted(set(self.errors) | set(extra)))
+
+    @property
     def statuses(self) -> tuple[int, ...]:
-        return (self.status, *self.also, *self.errors)
+        return (self.status, *self.also, *self.all_errors)
 
 
 _LEASE = Param("lease", {"type": "string"}, "a live lease token of this agent, to resume it (same token, outstanding "
@@ -186,7 +194,7 @@ def expected_response(method: str, path: str, status: int) -> tuple[str | None, 
         return endpoint.media, endpoint.schema
     if status in endpoint.also:
         return None, None
-    if status in endpoint.errors:
+    if status in endpoint.all_errors:
         return PROBLEM_CONTENT_TYPE, "problem"
     return None
 
@@ -236,7 +244,7 @@ def _operation(e: Endpoint) -> dict[str, Any]:
     responses: dict[str, Any] = {str(e.status): ok}
     for extra in e.also:
         responses[str(extra)] = {"description": NO_CONTENT.get(e.operation_id, "No content"), "headers": headers}
-    for status in e.errors:
+    for status in e.all_errors:
         responses[str(status)] = _error_response(status)
     responses["default"] = {"$ref": "#/components/responses/ProblemDefault"}
     op: dict[str, Any] = {"operationId": e.operation_id, "summary": e.summary}

@@ -11,6 +11,9 @@ bounded by live work.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -60,6 +63,21 @@ def _last_journaled_run(data_dir: Path | None) -> int:
         return 0
     numbers = [int(p.stem[4:]) for p in data_dir.glob("run-*.jsonl") if p.stem[4:].isdigit()]
     return max(numbers, default=0)
+
+
+def _give_back_memory() -> None:
+    """After a run is released: collect its cycles and hand the freed heap back to the OS (glibc's malloc_trim),
+    so the process's RSS follows its live work instead of its peak (bench/memory.py)."""
+    gc.collect()
+    try:
+        if not _libc:
+            _libc.append(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"))
+        _libc[0].malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the memory is still free for Python to reuse
+        pass
+
+
+_libc: list[Any] = []
 
 
 class RunManager:
@@ -129,6 +147,8 @@ class RunManager:
             write_view(path, run.view())
             run.after_end_change = lambda: write_view(path, run.view())
             self.runs[run.run_id] = self._stored(run.run_id, path, run.status)
+            del run
+            _give_back_memory()
 
     def _say(self, line: str) -> None:
         if self.config.on_event is not None:
