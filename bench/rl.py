@@ -3,9 +3,11 @@
 The ``warren`` scenario with 64 foragers; the first K of them (K = 1, 16, 64) are controlled, the others
 run their solution policies. Alternating within each repeat so both see the same machine noise:
 
-- env: ``warren_sim.rl.parallel_env`` driven by a masked-random policy (numpy, one index per awake
-  controlled agent) for a whole episode; agent-steps/s = controlled agents' decisions / wall seconds,
-  engine decisions/s = every decision of the run (controlled + uncontrolled) / wall seconds;
+- env: ``warren_sim.rl.parallel_env`` for a whole episode, each awake controlled agent choosing the index
+  the engine's ``RandomPolicy`` (same per-agent seed) would choose among ``infos[agent]["suggestions"]``, so the
+  env and the headless runs play the same episode (asserted: the same number of decisions);
+  agent-steps/s = controlled agents' decisions / wall seconds, engine decisions/s = every decision of the run
+  (controlled + uncontrolled) / wall seconds, env steps/s = ``step()`` calls / wall seconds;
 - headless (bare): ``run_headless`` on the same scenario and seed, the K agents on the engine's
   ``RandomPolicy`` (a random suggestion or a noop, from the affordances only), the others on the solution;
 - headless (reading): the same, but the K random policies also read ``obs.observation`` and ``obs.text``:
@@ -19,6 +21,7 @@ the dicts of every live agent each step, the step loop). Target: same-work ratio
 from __future__ import annotations
 
 import gc
+import random
 from typing import Any
 
 from bench.common import Options, fmt_stat, print_table, summary, target, targets_table
@@ -44,20 +47,25 @@ def controlled_ids(k: int) -> list[str]:
     return [a.id for a in load_scenario("warren", {"agents": AGENTS}).spec.agents][:k]
 
 
-def time_env(k: int, seed: int) -> tuple[float, int, int, int]:
-    import numpy as np
+def random_index(rng: random.Random, suggestions: list[Any]) -> int:
+    """The action index of ``RandomPolicy.decide``'s choice (0 = its noop), drawing as it draws."""
+    if not suggestions or rng.random() < 0.2:
+        return 0
+    return rng.randrange(len(suggestions)) + 1
 
+
+def time_env(k: int, seed: int) -> tuple[float, int, int, int]:
     from warren_sim.rl import parallel_env
 
     env = parallel_env("warren", controlled=controlled_ids(k), agents=AGENTS)
-    rng = np.random.default_rng(seed)
+    rngs = {a: random.Random(seed * 1_000_003 + sum(map(ord, a))) for a in env.possible_agents}
     gc.collect()
     t0 = wall_seconds()
-    obs, _ = env.reset(seed=seed)
+    _, infos = env.reset(seed=seed)
     steps = 0
     while env.agents:
-        actions = {a: int(rng.choice(np.flatnonzero(obs[a]["action_mask"]))) for a in env.agents}
-        obs = env.step(actions)[0]
+        actions = {a: random_index(rngs[a], infos[a]["suggestions"]) for a in env.agents if infos[a]["awake"]}
+        infos = env.step(actions)[4]
         steps += 1
     wall = wall_seconds() - t0
     return wall, env.driver.controlled_decisions, env.state_summary["decisions"], steps
@@ -86,6 +94,7 @@ def run(opts: Options) -> dict[str, Any]:
             wall, controlled, decisions, steps = time_env(k, seed)
             t_b, d_b = time_headless(k, seed, reading=False)
             t_r, d_r = time_headless(k, seed, reading=True)
+            assert decisions == d_b == d_r, f"not the same episode: env {decisions}, headless {d_b} and {d_r}"
             agent_steps.append(controlled / wall)
             env_dps.append(decisions / wall)
             env_steps.append(steps / wall)
@@ -102,7 +111,7 @@ def run(opts: Options) -> dict[str, Any]:
                      fmt_stat(res["env_decisions_per_s"]), fmt_stat(res["headless_bare_decisions_per_s"]),
                      fmt_stat(res["headless_reading_decisions_per_s"]), fmt_stat(res["ratio_bare"], 3),
                      fmt_stat(res["ratio_same_work"], 3)])
-    print_table(f"rl: parallel_env on warren ({AGENTS} foragers, K controlled, masked-random) vs headless "
+    print_table(f"rl: parallel_env on warren ({AGENTS} foragers, K controlled, RandomPolicy choices) vs headless "
                 f"({reps} seed(s); median (min-max))",
                 ["K", "agent-steps/s", "env steps/s", "env decisions/s", "headless bare", "headless reading",
                  "ratio bare", "ratio same work"], rows)
