@@ -52,3 +52,9 @@ def test_masked_random_baseline_reduced():
     reduced = code.replace(loop.group(1), '[("deadline", {})]')
     lines = output.splitlines()
     assert run(reduced).splitlines() == [lines[0], next(row for row in lines if row.startswith("deadline"))]
+
+
+def test_readme_rl_snippet_runs():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    code = next(block for block in re.findall(r"```python\n(.*?)\n```", readme, re.S) if "warren_sim.rl" in block)
+    run(code + "\nassert set(rewards) == set(env.possible_agents) and all(o['action_mask'][0] == 1 for o in obs.values())")
