@@ -284,3 +284,15 @@ def test_teaching_errors():
 def test_pettingzoo_api_test_on_warren_at_64_controlled_agents():
     parallel_api_test(parallel_env("warren", agents=64), num_cycles=1000)
     parallel_seed_test(lambda: parallel_env("warren", agents=64))
+
+
+def test_optional_packages_load_only_when_used():
+    """The core never imports the [rl] packages; warren_sim.rl imports PettingZoo only for parallel_env."""
+    code = ("import sys, warren_sim.cli, warren_sim.engine, warren_sim.scenarios, warren_sim.http.app\n"
+            "assert not {'gymnasium', 'pettingzoo'} & set(sys.modules), sorted(sys.modules)\n"
+            "import warren_sim.rl\n"
+            "assert 'gymnasium' in sys.modules and 'pettingzoo' not in sys.modules\n"
+            "warren_sim.rl.parallel_env('deadline')\n"
+            "assert 'pettingzoo' in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
