@@ -25,9 +25,9 @@ import random
 from typing import Any
 
 from bench.common import Options, fmt_stat, print_table, summary, target, targets_table
-from warren_sim.engine import RandomPolicy, Simulation, briefing, run_headless
+from warren_sim.engine import RandomPolicy, run_headless
 from warren_sim.runtime.clock import wall_seconds
-from warren_sim.scenarios import load_scenario
+from warren_sim.scenarios import instantiate, load_scenario, resolve_policy
 
 AGENTS = 64
 CONTROLLED = (1, 16, 64)
@@ -74,10 +74,13 @@ def time_env(k: int, seed: int) -> tuple[float, int, int, int]:
 def time_headless(k: int, seed: int, reading: bool) -> tuple[float, int]:
     sc = load_scenario("warren", {"agents": AGENTS})
     ids = set(controlled_ids(k))
-    sim = Simulation(sc.spec, seed, record=False)
     kind = ReadingRandom if reading else RandomPolicy
-    policies = {a.id: kind(seed * 1_000_003 + sum(map(ord, a.id))) if a.id in ids
-                else sc.make_policy("solution", a.id, a.role, briefing(sim, a.id), seed) for a in sc.spec.agents}
+    solution = resolve_policy("solution", sc, seed)
+
+    def factory(agent_id: str, role: str, brief: dict[str, Any]) -> Any:
+        return kind(seed * 1_000_003 + sum(map(ord, agent_id))) if agent_id in ids else solution(agent_id, role, brief)
+
+    sim, policies = instantiate(sc, seed, factory, record=False)
     gc.collect()
     t0 = wall_seconds()
     s = run_headless(sim, policies)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env, data_equivalence
 from pettingzoo.test import parallel_api_test, parallel_seed_test
+from tiers import sizes
 
 from warren_sim.engine import Simulation
 from warren_sim.rl import COMPLETION_BONUS, env_id, gym_env, parallel_env
@@ -280,10 +281,11 @@ def test_teaching_errors():
         gym_env("bridge_repair", render_mode="human")
 
 
-@pytest.mark.slow
-def test_pettingzoo_api_test_on_warren_at_64_controlled_agents():
-    parallel_api_test(parallel_env("warren", agents=64), num_cycles=1000)
-    parallel_seed_test(lambda: parallel_env("warren", agents=64))
+@sizes(16, 64, 512, argname="agents")
+def test_pettingzoo_tests_on_warren_with_many_controlled_agents(agents):
+    """More live agents than any batch wakes: most are in the dicts with awake False (16; 64 slow; 512 soak)."""
+    parallel_api_test(parallel_env("warren", agents=agents), num_cycles=1000)
+    parallel_seed_test(lambda: parallel_env("warren", agents=agents))
 
 
 def test_optional_packages_load_only_when_used():

@@ -14,9 +14,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..engine import NOOP, Observation, Policy, Simulation, briefing
+from ..engine import NOOP, Observation, Policy, Simulation
+from ..engine.headless import answer_or_noop
 from ..engine.records import dumps_record, with_cursor
-from ..scenarios import LoadedScenario
+from ..scenarios import LoadedScenario, instantiate, resolve_policy
 
 # Added to the reward of the step in which the run ends "completed" (every objective met).
 COMPLETION_BONUS = 1.0
@@ -85,6 +86,7 @@ class Driver:
         self._controlled_set = frozenset(self.controlled)
         self.max_actions = max_actions
         self.trace = trace
+        resolve_policy(policy, loaded)  # a bad policy spec fails here, with the CLI's teaching error
         self.policy = policy
         self.sim: Simulation | None = None
         self.policies: dict[str, Policy] = {}
@@ -97,11 +99,9 @@ class Driver:
 
     # -- episodes ------------------------------------------------------------------------------------
     def start(self, seed: int) -> None:
-        sc = self.loaded
-        sim = Simulation(sc.spec, seed, run_id="rl", params=sc.params, record=self.trace)
-        self.policies = {a.id: sc.make_policy(self.policy, a.id, a.role, briefing(sim, a.id), seed)
-                         for a in sc.spec.agents if a.id not in self._controlled_set}
-        self.sim = sim
+        self.sim, self.policies = instantiate(self.loaded, seed, self.policy, self.controlled, record=self.trace,
+                                              run_id="rl")
+        sim = self.sim
         self._lines, self._cursor = [], 0
         self.controlled_decisions = 0
         self.progress = progress(sim)
@@ -126,15 +126,15 @@ class Driver:
             reward += COMPLETION_BONUS
         return reward
 
-    def _answer(self, obs: Observation, command: dict[str, Any]) -> None:
-        """A command if the engine accepts it, else a noop with the error in the trace."""
+    def _answer(self, obs: Observation, answer: Any) -> None:
+        """The answer if the engine accepts it, else a noop with an ``invalid`` record: the rule of
+        ``warren run`` and the server's NPCs (``answer_or_noop``), so traces match theirs."""
         sim = self.sim
         assert sim is not None
-        err = sim.validate(obs.agent_id, command)
-        if err:
-            sim.answer(obs.agent_id, dict(NOOP), source="invalid")
-            sim._emit({"kind": "invalid", "t": sim.time, "agent": obs.agent_id,
-                       "observation_id": obs.observation_id, "command": command, "error": err})
+        command, invalid = answer_or_noop(sim, obs.agent_id, obs.observation_id, answer)
+        if invalid is not None:
+            sim.answer(obs.agent_id, command, source="invalid")
+            sim._emit(invalid)
         else:
             sim.answer(obs.agent_id, command)
 
