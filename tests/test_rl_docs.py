@@ -58,3 +58,11 @@ def test_readme_rl_snippet_runs():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     code = next(block for block in re.findall(r"```python\n(.*?)\n```", readme, re.S) if "warren_sim.rl" in block)
     run(code + "\nassert set(rewards) == set(env.possible_agents) and all(o['action_mask'][0] == 1 for o in obs.values())")
+
+
+def test_entry_points_block_runs():
+    text = DOC.read_text(encoding="utf-8")
+    section = text[text.index("## Entry points\n"):text.index("\n## Spaces")]
+    code = re.search(r"```python\n(.*?)\n```", section, re.S)
+    assert code is not None
+    run(code.group(1) + "\nassert env.spec.id == 'warren/Contention-v0' and env.reset(seed=1)[0]['action_mask'][0] == 1")
