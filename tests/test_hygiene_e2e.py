@@ -132,7 +132,7 @@ async def test_slow_body_gets_408_and_is_closed_within_the_body_timeout(tmp_path
         detail = json.loads(body)["detail"]
         assert "did not arrive within 1 s" in detail and "Content-Length" in detail
         assert 0.9 < took < 3.0, took  # and closed right after the answer (see http/hypercorn_fixes.py)
-        assert server.app.warren_state["manager"].runs == {}
+        assert server.app.warren.manager.runs == {}
         server.shutdown()
 
 
