@@ -60,18 +60,26 @@ class Size(NamedTuple):
     examples: int  # per operation and phase
     phases: str
     min_requests: int  # per pass: proof that the pass reached the API at all
+    unknown_ids_pass: bool = True  # pass 1 below; the fast tier runs only the deeper pass 2
 
 
 ALL_PHASES = "examples,coverage,fuzzing,stateful"
 
 
-# The fast tier skips the coverage phase (~470 fixed requests, most of the time) and the stateful one.
-@sizes(quick=Size(3, "fuzzing", 30), ci=Size(20, ALL_PHASES, 300), soak=Size(50, ALL_PHASES, 300))
+# The fast tier: one pass, the fuzzing phase only (the coverage phase's ~470 fixed requests and each
+# schemathesis start-up are most of the time).
+@sizes(quick=Size(3, "fuzzing", 30, unknown_ids_pass=False), ci=Size(20, ALL_PHASES, 300),
+       soak=Size(50, ALL_PHASES, 300))
 def test_schemathesis_finds_no_server_error_and_no_response_outside_the_document(tmp_path, size):
-    """All phases at 20 examples (fuzzing at 3 fast, 50 WARREN_FULL_TESTS=1), two passes (unknown ids everywhere; then a live run, agent and lease): 0 failures; the request count printed."""
+    """Two passes (unknown ids everywhere; then a live run, agent and lease): 0 failures; the request count printed.
+
+    All phases at 20 examples per operation (50 with WARREN_FULL_TESTS=1); fast tier: pass 2, fuzzing, 3 examples.
+    """
     with Served(tmp_path, "--max-wait", "0.2") as s:
         # pass 1: the whole API with generated identifiers (mostly 404s, every body and query fuzzed)
-        first, out1 = _schemathesis(s, tmp_path, "anywhere", TOP + STREAMS, size)
+        first = 0
+        if size.unknown_ids_pass:
+            first, out1 = _schemathesis(s, tmp_path, "anywhere", TOP + STREAMS, size)
         # pass 2: a real run, its controlled agent and a live lease, so the deep paths (verdicts, long-polls,
         # briefings, receipts) are reached; cancelRun and releaseAgent left out so the lease stays good
         run = s.http.post("/v1/runs", params={"scenario": "bridge_repair", "seed": 3},
@@ -85,4 +93,4 @@ def test_schemathesis_finds_no_server_error_and_no_response_outside_the_document
         code, err = s.stop()
     assert code == 0 and "Traceback" not in err and "Error in ASGI" not in err, err[-3000:]
     print(f"\nschemathesis: {first} + {second} = {first + second} requests, 0 failures")
-    assert first > size.min_requests and second > size.min_requests
+    assert (first > size.min_requests or not size.unknown_ids_pass) and second > size.min_requests
