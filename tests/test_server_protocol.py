@@ -55,7 +55,7 @@ async def test_worked_example_step_by_step(autojump_clock, tmp_path):
         status, receipt = await api.submit("run-1", lease, body)
         assert status == 200
         assert receipt == {"command_id": "c-7d21", "observation_id": "engineer-1#0", "status": "accepted",
-                           "detail": "", "outcome": "pending", "outcome_reason": ""}
+                           "detail": "", "outcome": "pending", "outcome_reason": "", "conflict": None}
         status, dup = await api.submit("run-1", lease, body)
         assert status == 200 and dup["status"] == "duplicate" and dup["command_id"] == "c-7d21"
         assert dup["observation_id"] == "engineer-1#0" and dup["outcome"] in ("pending", "accepted")
