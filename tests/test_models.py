@@ -323,3 +323,17 @@ def test_make_converter_builds_independent_converters() -> None:
     other = make_converter()
     assert other is not converter
     assert other.structure({"lease": "l", "briefing_revision": 2}, ClaimResponse) == ClaimResponse("l", 2)
+
+
+def test_terminal_run_statuses_are_defined_once_and_agree_with_the_engine() -> None:
+    """Terminal = every run status but created/running; the engine ends in one of them, the server adds crashed."""
+    from warren_sim.client._exceptions import RunEnded
+    from warren_sim.engine import END_STATUSES
+    from warren_sim.protocol.models import LIVE_RUN_STATUSES, RUN_STATUSES, TERMINAL_RUN_STATUSES
+
+    assert TERMINAL_RUN_STATUSES == set(RUN_STATUSES) - LIVE_RUN_STATUSES
+    assert TERMINAL_RUN_STATUSES - set(END_STATUSES) == {"crashed"}
+    for status in TERMINAL_RUN_STATUSES:  # the SDK reads the status out of a 410's detail with the same set
+        problem = {"type": "about:blank", "title": "Gone", "status": 410,
+                   "detail": f"run-1 has ended with status {status}; there will be no more observations"}
+        assert RunEnded(410, problem).status == status
