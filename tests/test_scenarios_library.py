@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tiers import sizes
 
 from warren_sim.cli import main
 from warren_sim.engine import NoopPolicy, Simulation, briefing, run_headless
@@ -22,12 +23,13 @@ BUNDLED = sorted(d.name for d in (ROOT / "scenarios").iterdir()
 SEEDS = range(100)
 
 
+@sizes(quick=range(10), ci=SEEDS, argname="seeds")  # warren's 100 seeds take ~6 s
 @pytest.mark.parametrize("name", BUNDLED)
-def test_every_bundled_scenario_completes_on_seeds_0_to_99(name: str) -> None:
-    """The solution policies complete the scenario, with its default parameters, for every seed tried."""
+def test_every_bundled_scenario_completes_on_seeds_0_to_99(name: str, seeds: range) -> None:
+    """The solution policies complete the scenario, with its default parameters, for every seed tried (0-9 fast)."""
     sc = load_scenario(name)
     failures = []
-    for seed in SEEDS:
+    for seed in seeds:
         sim, policies = instantiate(sc, seed, "solution", record=False)
         summary = run_headless(sim, policies)
         if summary["status"] != "completed":
