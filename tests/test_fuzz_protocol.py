@@ -263,7 +263,8 @@ class ProtocolMachine(RuleBasedStateMachine):
             assert self.digest() == before, (status, r)  # a non-accepted verdict changes nothing
         if status == 200:
             assert r["status"] in VERDICTS
-            assert set(r) == {"command_id", "observation_id", "status", "detail", "outcome", "outcome_reason"}
+            assert set(r) == {"command_id", "observation_id", "status", "detail", "outcome", "outcome_reason",
+                              "conflict"}
         event(f"submit: {r['status'] if status == 200 else status}")
         return status, r
 
