@@ -20,7 +20,7 @@ from pettingzoo.test import parallel_api_test, parallel_seed_test
 from tiers import sizes
 
 from warren_sim.engine import Simulation
-from warren_sim.rl import COMPLETION_BONUS, env_id, gym_env, parallel_env
+from warren_sim.rl import COMPLETION_BONUS, env_id, gym_env, parallel_env, register_envs
 from warren_sim.rl.driver import TEXT_CHARSET, progress
 from warren_sim.scenarios import ScenarioError, list_scenarios, load_scenario
 
@@ -64,8 +64,11 @@ def test_check_env_on_gym_env_directly_for_another_agent():
 
 def test_registered_ids_and_the_module_form_of_make():
     assert env_id("bridge_repair") == "warren/BridgeRepair-v0"
-    for scenario in list_scenarios():
+    for scenario in IDS:  # registered on import
         assert env_id(scenario) in gymnasium.registry
+    # Scenarios found later (a $WARREN_SCENARIOS set after the import) are registered by register_envs().
+    assert sorted(register_envs()) == sorted(env_id(s) for s in list_scenarios())
+    assert all(env_id(s) in gymnasium.registry for s in list_scenarios())
     # Without importing warren_sim.rl first: Gymnasium imports the module named before the colon.
     code = ("import gymnasium; env = gymnasium.make('warren_sim.rl:warren/BridgeRepair-v0'); "
             "obs, info = env.reset(seed=3); print(info['observation_id'])")
