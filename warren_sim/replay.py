@@ -23,11 +23,13 @@ from typing import Any
 
 import attrs
 
+from .engine.records import RUNTIME_KINDS
 from .scenarios import ScenarioError, instantiate, load_scenario
 
+__all__ = ["RUNTIME_KINDS", "Divergence", "JournalError", "ReplayResult", "replay_journal", "replay_records"]
+
 # Records the runtime (server or headless loop) writes; every other kind comes from the engine.
-RUNTIME_KINDS = frozenset({"config", "status", "claim", "release", "verdict", "closed", "crash", "invalid",
-                           "restart"})
+
 IGNORED_KEYS = frozenset({"cursor", "wall"})
 
 

@@ -29,6 +29,7 @@ from ..runtime.errors import RunError
 from ..runtime.leases import RemoteAgent
 from ..runtime.manager import RunManager
 from ..runtime.run import Run
+from ..runtime.stored import StoredRun
 from ..runtime.views import current_envelope
 from .state import WarrenApp
 
@@ -70,7 +71,7 @@ def _int_param(params: dict[str, Any], name: str, method: str) -> int:
 
 @attrs.define(eq=False)
 class Subscription:
-    run: Run
+    run: Run | StoredRun
     agent: RemoteAgent
     last_seq: int = -1
     parts: tuple[str, ...] = PARTS
@@ -157,10 +158,10 @@ class AgentSession:
             return None
         return {"jsonrpc": "2.0", "id": rid, "result": result}
 
-    def _run(self, params: dict[str, Any], method: str) -> Run:
+    def _run(self, params: dict[str, Any], method: str) -> Run | StoredRun:
         return self.manager.get(_str_param(params, "run_id", method))
 
-    def _authed(self, params: dict[str, Any], method: str) -> tuple[Run, RemoteAgent]:
+    def _authed(self, params: dict[str, Any], method: str) -> tuple[Run | StoredRun, RemoteAgent]:
         run = self._run(params, method)
         agent_id = _str_param(params, "agent_id", method)
         lease = _str_param(params, "lease", method, optional=True)
@@ -248,7 +249,7 @@ class AgentSession:
         return converter.unstructure(run.receipt(ra, cid))
 
     # -- pushing -------------------------------------------------------------------------------------
-    def _subscribe(self, run: Run, ra: RemoteAgent, keep_seq: bool = False) -> Subscription:
+    def _subscribe(self, run: Run | StoredRun, ra: RemoteAgent, keep_seq: bool = False) -> Subscription:
         key = (run.run_id, ra.agent_id)
         sub = self.subs.get(key)
         if sub is None:

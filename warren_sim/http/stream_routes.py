@@ -31,6 +31,7 @@ from ..protocol.models import problem
 from ..runtime.errors import RunError
 from ..runtime.run import Run
 from ..runtime.spectators import CONTROL_KINDS, LAGGED, TERMINAL, Subscription
+from ..runtime.stored import StoredRun
 from .state import WarrenApp
 
 CLOSE_NORMAL, CLOSE_TRY_AGAIN_LATER = 1000, 1013
@@ -155,7 +156,7 @@ async def _watch_sse_send(sending: list[float | None], timeout: float, slot: con
                 return
 
 
-async def _sse_body(run: Run, sub: Subscription, keepalive_s: float, send_timeout: float,
+async def _sse_body(run: Run | StoredRun, sub: Subscription, keepalive_s: float, send_timeout: float,
                     nursery: trio.Nursery) -> AsyncIterator[bytes]:
     slot = contextlib.ExitStack()
     try:

@@ -166,6 +166,9 @@ class DiskJournal:
         self.closed = True
         self.changed = trio.Event()
 
+    async def durable(self) -> None:
+        """Nothing is written through a read-only journal."""
+
     def listen(self, listener: Any) -> None:
         listener.journal_closed()
 

@@ -22,9 +22,9 @@ from typing import Any
 import trio
 
 from ..engine import Observation
+from ..engine.records import RUNTIME_KINDS
 from ..protocol.models import TERMINAL_RUN_STATUSES, Receipt
 from ..protocol.verdicts import record_acceptance
-from ..replay import RUNTIME_KINDS
 from ..scenarios import instantiate, load_scenario
 from .clock import WallMap, unix_now
 from .journal import Journal, read_records

@@ -176,7 +176,9 @@ class Run:
         clock0 = trio.current_time() - (sim.time / 1000 / pace if pace else 0.0)
         while True:
             if self.resume_batch is not None:
-                batch, self.resume_batch = self.resume_batch, None
+                batch: Batch | None = self.resume_batch
+                self.resume_batch = None
+                assert batch is not None
                 deadline = trio.current_time() + self.config.decision_deadline_s
                 waiting = self._reissue(batch, deadline)
             else:

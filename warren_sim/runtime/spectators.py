@@ -31,6 +31,7 @@ from typing import Any
 import trio
 
 from .run import Run
+from .stored import StoredRun
 
 LAGGED, TERMINAL, GAP = "lagged", "terminal", "gap"
 CONTROL_KINDS = (LAGGED, TERMINAL, GAP)
@@ -39,7 +40,7 @@ CONTROL_KINDS = (LAGGED, TERMINAL, GAP)
 class Subscription:
     """Frames of one run for one reader; use as a context manager so it always unregisters."""
 
-    def __init__(self, run: Run, since: int, queue_size: int) -> None:
+    def __init__(self, run: Run | StoredRun, since: int, queue_size: int) -> None:
         if queue_size < 1:
             raise ValueError(f"queue_size must be >= 1, got {queue_size}")
         self.run = run
