@@ -95,5 +95,5 @@ def test_kill_full_bridge_repair(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_kill_full_warren_50(tmp_path: Path) -> None:
     """Ten SIGKILLs of a served `warren` run of 50 agents, four of them remote (the rest NPCs in the server)."""
-    play_with_kills(tmp_path, "warren", 2, {"agents": 50}, ["forager-1", "forager-2", "forager-3", "forager-4"],
+    play_with_kills(tmp_path, "warren", 2, {"agents": 50}, ["forager-01", "forager-02", "forager-03", "forager-04"],
                     kills=10, pace=2.0, gap=(0.2, 1.2), rng_seed=2626)
