@@ -33,6 +33,8 @@ class Api:
         kwargs: dict[str, Any] = {"headers": {**PROTO, **(headers or {})}}
         if raw is not None:
             kwargs["data"] = raw
+            if not any(k.lower() == "content-type" for k in kwargs["headers"]):
+                kwargs["headers"]["Content-Type"] = "application/json"  # bodies must say JSON (else 415)
         elif body is not None:
             kwargs["data"] = json.dumps(body).encode()
             kwargs["headers"]["Content-Type"] = "application/json"

@@ -207,7 +207,7 @@ class ProtocolMachine(RuleBasedStateMachine):
         ended = self.ended()
         held = self.run.remote[agent].lease
         live = held is not None and held.expires_at > self.t.clock.current_time()
-        ours = live and held.token == self.leases[agent]
+        ours = live and held.matches(self.leases[agent])
         q = f"?{self.lease_q(agent)}" if resume and self.leases[agent] else ""
         status, body = self.call("POST", self.agent_path(agent, f"claim{q}"))
         event(f"claim: {status}")

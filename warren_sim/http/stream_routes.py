@@ -86,22 +86,21 @@ def register_stream_routes(app: WarrenApp) -> None:
             except RunError as exc:
                 return _with_retry_after(problem_response(exc.status, exc.detail), exc)
             await websocket.accept(headers={PROTOCOL_HEADER: PROTOCOL_VERSION})
-            timeout = config.send_timeout_s * config.rate  # real seconds, on the rated clock
             async with trio.open_nursery() as nursery:
                 # spectators have nothing to say; reading keeps a chatty client from stalling the
                 # server's view of its disconnect (Quart buffers only a few incoming messages)
                 nursery.start_soon(_discard_incoming)
+                # A reader that takes nothing for --send-timeout is cut where the bytes are written
+                # (http/hypercorn_fixes.py, fix 3): the send below then ends and the slot is freed.
                 with Subscription(run, since, config.spectator_queue) as sub:
                     while (frame := await sub.next_frame()) is not None:
-                        # a reader that takes nothing for send_timeout_s is cut: its slot is freed (DESIGN 11)
-                        with trio.move_on_after(timeout) as sending:
-                            await websocket.send(dumps(frame))
-                            if frame["kind"] == LAGGED:
-                                await websocket.close(CLOSE_TRY_AGAIN_LATER,
-                                                      f"lagged: reconnect with ?since={frame['cursor']}")
-                            elif frame["kind"] == TERMINAL:
-                                await websocket.close(CLOSE_NORMAL, f"run {frame['status']}")
-                        if sending.cancelled_caught or frame["kind"] in (LAGGED, TERMINAL):
+                        await websocket.send(dumps(frame))
+                        if frame["kind"] == LAGGED:
+                            await websocket.close(CLOSE_TRY_AGAIN_LATER,
+                                                  f"lagged: reconnect with ?since={frame['cursor']}")
+                            break
+                        if frame["kind"] == TERMINAL:
+                            await websocket.close(CLOSE_NORMAL, f"run {frame['status']}")
                             break
                 nursery.cancel_scope.cancel()
         return None

@@ -32,6 +32,7 @@ from .run import Run, RunConfig
 from .stored import StoredRun, write_view
 
 REBUILT_CACHE = 2  # ended runs rebuilt from disk for agent requests, kept for the next request
+BIG_RUN_RECORDS = 20_000  # an ended run with this many records gets its memory handed back to the OS at once
 
 
 @attrs.define
@@ -147,8 +148,11 @@ class RunManager:
             write_view(path, run.view())
             run.after_end_change = lambda: write_view(path, run.view())
             self.runs[run.run_id] = self._stored(run.run_id, path, run.status)
+            big = len(run.journal.records) >= BIG_RUN_RECORDS
             del run
-            _give_back_memory()
+            if big:  # a full collection costs tens of ms: only worth it (and only paid) after a big run
+                await trio.sleep(0)  # the waiters the end released go first
+                _give_back_memory()
 
     def _say(self, line: str) -> None:
         if self.config.on_event is not None:
