@@ -134,6 +134,9 @@ class RunManager:
                               max_polls=self.config.max_polls_per_lease,
                               max_spectators=self.config.max_spectators, fsync=self.config.fsync)
             run.after_end_change = lambda: write_view(stored.path, run.view())
+            if stored.leases is not None:  # ended in this process: its leases keep their own expiry
+                for aid, ra in run.remote.items():
+                    ra.lease = stored.leases.get(aid)
             self._rebuilt[stored.run_id] = run
             while len(self._rebuilt) > REBUILT_CACHE:
                 self._rebuilt.popitem(last=False)
@@ -147,7 +150,8 @@ class RunManager:
         if path is not None:
             write_view(path, run.view())
             run.after_end_change = lambda: write_view(path, run.view())
-            self.runs[run.run_id] = self._stored(run.run_id, path, run.status)
+            stored = self.runs[run.run_id] = self._stored(run.run_id, path, run.status)
+            stored.leases = {aid: ra.lease for aid, ra in run.remote.items() if ra.lease is not None}
             big = len(run.journal.records) >= BIG_RUN_RECORDS
             del run
             if big:  # a full collection costs tens of ms: only worth it (and only paid) after a big run

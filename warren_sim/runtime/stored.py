@@ -46,6 +46,7 @@ class StoredRun:
         self._rebuilt = rebuilt
         self.max_spectators = max_spectators
         self.spectators = 0
+        self.leases: dict[str, Any] | None = None  # the leases it ended with (same process): their own expiry
         self.started = trio.Event()
         self.ended = trio.Event()
         self.started.set()
