@@ -7,7 +7,6 @@ the pytester directory and run as it stands, so the docs are the tests.
 
 from __future__ import annotations
 
-import os
 import re
 import statistics
 import subprocess

@@ -65,7 +65,7 @@ class InProcessWarren:
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
     async def view(self, run: AppRun | str) -> dict[str, Any]:
-        return (await self.request("GET", f"/v1/runs/{run}")).json()  # type: ignore[no-any-return]
+        return (await self.request("GET", f"/v1/runs/{run}")).json()
 
 
 @attrs.define(eq=False)
@@ -87,10 +87,10 @@ class AppRun:
         return await self.warren.journal(self.id)
 
     async def start(self) -> dict[str, Any]:
-        return (await self.warren.request("POST", f"/v1/runs/{self.id}/start")).json()  # type: ignore[no-any-return]
+        return (await self.warren.request("POST", f"/v1/runs/{self.id}/start")).json()
 
     async def cancel(self) -> dict[str, Any]:
-        return (await self.warren.request("DELETE", f"/v1/runs/{self.id}")).json()  # type: ignore[no-any-return]
+        return (await self.warren.request("DELETE", f"/v1/runs/{self.id}")).json()
 
     async def wait_status(self, status: str, timeout: float) -> dict[str, Any]:
         """Poll until the run has ``status``; ``timeout`` is in trio clock seconds (virtual under autojump)."""
@@ -113,7 +113,7 @@ async def open_in_process(**options: Any) -> AsyncIterator[InProcessWarren]:
     """Serve the app in this trio run (Quart-Trio's ``test_app``) and bind the SDK's async client to it."""
     options = server_options(dict(options))
     options.pop("rate", None)  # the test's clock (autojump) is the only rate in-process
-    app = create_app(ServerConfig(data_dir=None, **options))
+    app: Any = create_app(ServerConfig(data_dir=None, **options))  # an ASGI app; Quart's types are narrower than httpx's
     async with app.test_app():
         http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL)
         client = AsyncAgentClient(http, owns_http=True)

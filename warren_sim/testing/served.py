@@ -243,7 +243,7 @@ class WarrenServer:
 
     def view(self, run: ServedRun | str) -> dict[str, Any]:
         """``GET /v1/runs/{run}``: the run's view (status, agents, objectives, result)."""
-        return self.request("GET", f"/v1/runs/{run}").json()  # type: ignore[no-any-return]
+        return self.request("GET", f"/v1/runs/{run}").json()
 
 
 @attrs.define(eq=False)
@@ -274,10 +274,10 @@ class ServedRun:
 
     def start(self) -> dict[str, Any]:
         """Start now (controlled agents nobody claimed then do not block)."""
-        return self.server.request("POST", f"/v1/runs/{self.id}/start").json()  # type: ignore[no-any-return]
+        return self.server.request("POST", f"/v1/runs/{self.id}/start").json()
 
     def cancel(self) -> dict[str, Any]:
-        return self.server.request("DELETE", f"/v1/runs/{self.id}").json()  # type: ignore[no-any-return]
+        return self.server.request("DELETE", f"/v1/runs/{self.id}").json()
 
     def wait_status(self, status: str, timeout: float) -> dict[str, Any]:
         """Poll until the run has ``status``; ``timeout`` is in the server's clock seconds."""
