@@ -25,8 +25,11 @@ pytest_plugins = ["pytester"]
 DOC = Path(__file__).resolve().parent.parent / "docs" / "testing.md"
 #: A fenced block whose first line names a file (``# my_agent.py``) is that file.
 FILE_BLOCK = re.compile(r"```(?:python|ini)\n# ([\w.]+)\n(.*?)```", re.S)
-#: pytest's own plugins that import heavy things (trio, hypothesis, ...): disabled when measuring ours.
-OTHER_PLUGINS = ["-p", "no:trio", "-p", "no:anyio", "-p", "no:schemathesis", "-p", "no:hypothesispytest"]
+#: Options of every user-like run: our test extra's other pytest plugins (schemathesis, hypothesis, anyio) take
+#: seconds to load here and are not what a user of the plugin has; pytest-trio stays (warren_app needs it).
+USER = ["-p", "no:cacheprovider", "-p", "no:schemathesis", "-p", "no:hypothesispytest", "-p", "no:anyio"]
+#: ... and pytest-trio off too when measuring the plugin's import cost (it imports trio itself).
+BARE = [*USER, "-p", "no:trio"]
 #: What must not be imported by loading the plugin (each import of one would be a cost for every user).
 HEAVY = ("trio", "httpx", "httpcore", "quart", "quart_trio", "hypercorn", "attrs", "cattrs", "werkzeug",
          "warren_sim.http", "warren_sim.runtime", "warren_sim.client", "warren_sim.engine", "warren_sim.protocol")
@@ -66,7 +69,7 @@ def test_docs_examples_run_as_written_and_each_expiry_takes_under_two_seconds(py
     wall time (setup, call and teardown, from pytest's JUnit report)."""
     write_doc_files(pytester)
     report = pytester.path / "report.xml"
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--ignore=test_restart.py",
+    result = pytester.runpytest_subprocess(*USER, "--ignore=test_restart.py",
                                            f"--junitxml={report}")
     result.assert_outcomes(passed=8)
     times = junit_times(report)
@@ -89,7 +92,7 @@ def test_docs_restart_example_resumes_the_agent(pytester: pytest.Pytester) -> No
     """docs/testing.md's "my agent resumes after a server restart" passes: kill + restart on the same data dir
     and port, and the agent carries on with its lease."""
     write_doc_files(pytester)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_restart.py")
+    result = pytester.runpytest_subprocess(*USER, "test_restart.py")
     result.assert_outcomes(passed=1)
 
 
@@ -168,13 +171,13 @@ def test_fixtures_leave_no_thread_socket_or_directory(pytester: pytest.Pytester,
     tmp = pytester.mkdir("tmp")
     monkeypatch.setenv("TMPDIR", str(tmp))
     pytester.makepyfile(test_cleanup=CLEANUP_TEST)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess(*USER)
     result.assert_outcomes(passed=4)
     assert list(tmp.iterdir()) == []
 
 
 def test_marker_and_ini_option_are_registered_and_checked(pytester: pytest.Pytester) -> None:
-    """``--strict-markers`` accepts ``warren``; ``warren_rate`` sets the rate; the marker overrides it; a bad
+    """``--strict-markers`` accepts ``warren`` (so it is registered); ``warren_rate`` sets the rate; the marker overrides it; a bad
     option or rate fails the test with a teaching message."""
     pytester.makeini("[pytest]\nwarren_rate = 250\n")
     pytester.makepyfile(test_options='''
@@ -195,12 +198,10 @@ def test_typo(warren_server):
 def test_bad_rate(warren_server):
     pass
 ''')
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--strict-markers", "-rE")
+    result = pytester.runpytest(*USER, "--strict-markers", "-rE")  # in-process: nothing here needs isolation
     result.assert_outcomes(passed=2, errors=2)
     result.stdout.fnmatch_lines(["*unknown WARREN server option(s) lease_tll*known:*lease_ttl*",
                                  "*clock rate must be a finite number > 0*"])
-    markers = pytester.runpytest_subprocess("--markers", "-p", "no:cacheprovider")
-    markers.stdout.fnmatch_lines(["@pytest.mark.warren(rate=1, **options):*"])
 
 
 # ------------------------------------------------------------------------------------ costs nothing unused
@@ -219,12 +220,23 @@ def _importtime(args: list[str], cwd: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
+def test_loading_the_plugin_imports_only_its_own_modules() -> None:
+    """The fast tier's version of the check below: in a fresh interpreter that has pytest, importing the plugin
+    module adds exactly warren_sim, warren_sim.testing and the plugin (no trio, httpx or server code)."""
+    code = ("import sys, pytest; before = set(sys.modules); import warren_sim.testing.plugin; "
+            "print(sorted(set(sys.modules) - before))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['warren_sim', 'warren_sim.testing', 'warren_sim.testing.plugin']"
+
+
+@pytest.mark.slow
 def test_a_test_file_without_warren_fixtures_pays_nothing(pytester: pytest.Pytester) -> None:
     """Side by side, ``pytest --collect-only`` of a plain test file with the plugin and with ``-p no:warren``
     (pytest's heavy third-party plugins off in both, so nothing else imports trio or httpx): the plugin adds
     no heavy module and, with its own three modules, under 50 ms of import time (medians of 3 runs)."""
     pytester.makepyfile(test_plain="def test_plain():\n    assert 1 + 1 == 2\n")
-    base = ["-m", "pytest", "--collect-only", "-q", "-s", "-p", "no:cacheprovider", *OTHER_PLUGINS]
+    base = ["-m", "pytest", "--collect-only", "-q", "-s", *BARE]
     extra_us, added = [], set()
     for _ in range(3):
         with_plugin = _importtime(base, pytester.path)
@@ -270,7 +282,6 @@ async def test_helpers_on_an_in_process_run(autojump_clock: trio.abc.Clock) -> N
         assert_replays(tampered)
 
 
-@pytest.mark.slow
 def test_kill_is_a_crash_and_stop_is_a_shutdown(tmp_path: Path) -> None:
     """``kill()`` leaves the data directory as it was on disk (the live run's journal does not say it ended);
     ``stop()`` journals the run ``cancelled``; ``restart()`` serves again on the same port and data dir."""
