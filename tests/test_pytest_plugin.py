@@ -76,7 +76,7 @@ def test_docs_examples_run_as_written_and_each_expiry_takes_under_two_seconds(py
     timed = {
         "test_lease_expiry::test_my_agent_reclaims_after_its_lease_expires",
         "test_decision_deadline::test_my_agent_answers_before_the_decision_deadline[30-accepted]",
-        "test_decision_deadline::test_my_agent_answers_before_the_decision_deadline[90-expired]",
+        "test_decision_deadline::test_my_agent_answers_before_the_decision_deadline[75-expired]",
         "test_trio_agent::test_my_trio_agent_reclaims_after_its_lease_expires",
         "test_trio_agent::test_my_trio_agent_answers_before_the_decision_deadline[59-accepted]",
         "test_trio_agent::test_my_trio_agent_answers_before_the_decision_deadline[61-expired]",
