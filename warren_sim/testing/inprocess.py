@@ -21,8 +21,8 @@ import trio
 
 from ..client import AsyncAgentClient
 from ..http.app import create_app
+from ..protocol.models import TERMINAL_RUN_STATUSES
 from ..runtime.manager import ServerConfig
-from ..runtime.run import ENDED
 from .served import WarrenTestError, server_options
 
 __all__ = ["AppRun", "InProcessWarren", "open_in_process"]
@@ -100,7 +100,7 @@ class AppRun:
                 view = await self.view()
                 if view["status"] == status:
                     return view
-                if view["status"] in ENDED:
+                if view["status"] in TERMINAL_RUN_STATUSES:
                     raise WarrenTestError(f"{self.id} ended {view['status']} "
                                           f"({(view.get('result') or {}).get('reason', '')}), not {status}")
                 await trio.sleep(POLL_S)

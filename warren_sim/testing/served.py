@@ -32,9 +32,9 @@ import httpx
 import trio
 
 from ..http.server import RunningServer, start_server
+from ..protocol.models import TERMINAL_RUN_STATUSES
 from ..runtime.clock import make_clock, wall_seconds
 from ..runtime.manager import ServerConfig
-from ..runtime.run import ENDED
 
 __all__ = ["ServedRun", "WarrenServer", "WarrenTestError"]
 
@@ -286,7 +286,7 @@ class ServedRun:
             view = self.view()
             if view["status"] == status:
                 return view
-            if view["status"] in ENDED:
+            if view["status"] in TERMINAL_RUN_STATUSES:
                 raise WarrenTestError(f"{self.id} ended {view['status']} "
                                       f"({(view.get('result') or {}).get('reason', '')}), not {status}")
             if wall_seconds() >= deadline:
