@@ -38,7 +38,7 @@ HEAVY = ("trio", "httpx", "httpcore", "quart", "quart_trio", "hypercorn", "attrs
 def doc_files() -> dict[str, str]:
     files = {name: body for name, body in FILE_BLOCK.findall(DOC.read_text(encoding="utf-8"))}
     assert {"pytest.ini", "my_agent.py", "my_trio_agent.py", "test_lease_expiry.py", "test_decision_deadline.py",
-            "test_trio_agent.py", "test_never_stale.py", "test_restart.py"} <= set(files), sorted(files)
+            "test_trio_agent.py", "test_never_stale.py", "test_subprocess_agent.py", "test_restart.py"} <= set(files), sorted(files)
     return files
 
 
@@ -71,7 +71,7 @@ def test_docs_examples_run_as_written_and_each_expiry_takes_under_two_seconds(py
     report = pytester.path / "report.xml"
     result = pytester.runpytest_subprocess(*USER, "--ignore=test_restart.py",
                                            f"--junitxml={report}")
-    result.assert_outcomes(passed=8)
+    result.assert_outcomes(passed=9)
     times = junit_times(report)
     timed = {
         "test_lease_expiry::test_my_agent_reclaims_after_its_lease_expires",

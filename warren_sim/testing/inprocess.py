@@ -115,7 +115,8 @@ async def open_in_process(**options: Any) -> AsyncIterator[InProcessWarren]:
     options.pop("rate", None)  # the test's clock (autojump) is the only rate in-process
     app: Any = create_app(ServerConfig(data_dir=None, **options))  # an ASGI app; Quart's types are narrower than httpx's
     async with app.test_app():
-        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL)
+        # timeout=None: a client's timeouts would run on the test's (autojump) clock, and long-polls bound themselves
+        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE_URL, timeout=None)
         client = AsyncAgentClient(http, owns_http=True)
         try:
             yield InProcessWarren(app, http, client)
