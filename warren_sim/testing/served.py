@@ -72,13 +72,14 @@ class WarrenServer:
     options: dict[str, Any]
     port: int = 0
     url: str = ""
-    _owns_data_dir: bool = False
-    _thread: threading.Thread | None = None
-    _token: trio.lowlevel.TrioToken | None = None
-    _running: RunningServer | None = None
-    _cancel: trio.CancelScope | None = None
-    _error: BaseException | None = None
-    _http: httpx.Client | None = None
+    _owns_data_dir: bool = attrs.field(default=False, repr=False)
+    # The running server, its thread and the handles to reach into it (None while killed or closed).
+    _thread: threading.Thread | None = attrs.field(default=None, init=False, repr=False)
+    _token: trio.lowlevel.TrioToken | None = attrs.field(default=None, init=False, repr=False)
+    _running: RunningServer | None = attrs.field(default=None, init=False, repr=False)
+    _cancel: trio.CancelScope | None = attrs.field(default=None, init=False, repr=False)
+    _error: BaseException | None = attrs.field(default=None, init=False, repr=False)
+    _http: httpx.Client | None = attrs.field(default=None, init=False, repr=False)
 
     @classmethod
     def open(cls, rate: float = 1.0, data_dir: Path | None = None, **options: Any) -> WarrenServer:
