@@ -170,6 +170,7 @@ def test_fixtures_leave_no_thread_socket_or_directory(pytester: pytest.Pytester,
     (a run left live), the user's process has the threads, sockets and temp entries it had before."""
     tmp = pytester.mkdir("tmp")
     monkeypatch.setenv("TMPDIR", str(tmp))
+    pytester.makeini("[pytest]\nfilterwarnings = error\n")  # and the plugin raises no warning a strict user would see
     pytester.makepyfile(test_cleanup=CLEANUP_TEST)
     result = pytester.runpytest_subprocess(*USER)
     result.assert_outcomes(passed=4)
