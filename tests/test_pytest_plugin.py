@@ -128,7 +128,7 @@ def test_0_baseline(request):
     SEEN.update(threads=set(threading.enumerate()), sockets=sockets(), tmp=sorted(os.listdir(tempfile.gettempdir())))
 
 
-@pytest.mark.warren(rate=1000)
+@pytest.mark.warren(rate=1000, max_wait_s=3600)  # a long-poll may wait an hour of the server's clock (3.6 s)
 def test_1_server_with_a_hanging_poll_a_crash_and_a_restart(warren_server):
     SEEN["data_dir"] = warren_server.data_dir
     assert warren_server.data_dir.is_dir() and len(threading.enumerate()) == len(SEEN["threads"]) + 1
@@ -138,13 +138,19 @@ def test_1_server_with_a_hanging_poll_a_crash_and_a_restart(warren_server):
         assert http.get("/observations", params={"lease": lease, "wait": 30}).status_code == 200
     warren_server.restart()
     assert len(threading.enumerate()) == len(SEEN["threads"]) + 1
-    run = warren_server.create_run("bridge_repair", seed=4, controlled_agents=["engineer-1"])
-    SEEN["poll"] = threading.Thread(target=lambda: httpx.get(
-        f"{run.url}/agents/engineer-1/observations",
-        params={"lease": httpx.post(f"{run.url}/agents/engineer-1/claim").json()["lease"], "after": 0,
-                "wait": 60}))
+    run = warren_server.create_run("bridge_repair", seed=4, controlled_agents=["engineer-1"], decision_deadline_s=3600)
+    http = httpx.Client(base_url=f"{run.url}/agents/engineer-1", timeout=30)
+    lease = http.post("/claim").json()["lease"]
+
+    def poll():
+        try:
+            SEEN["answer"] = http.get("/observations", params={"lease": lease, "after": 0, "wait": 3600}).status_code
+        finally:
+            http.close()
+
+    SEEN["poll"] = threading.Thread(target=poll)
     SEEN["poll"].start()  # a long-poll still waiting when the test ends: teardown must answer it
-    warren_server.sleep(5)
+    warren_server.sleep(500)  # 0.5 s of wall time for the poll to arrive
 
 
 @pytest.mark.trio
@@ -157,6 +163,7 @@ async def test_2_app(autojump_clock, warren_app, warren_run):
 
 def test_3_nothing_left_behind():
     SEEN["poll"].join(10)
+    assert SEEN["answer"] == 410, SEEN["answer"]  # the teardown answered it: the run ended with the server
     assert set(threading.enumerate()) == SEEN["threads"]
     assert sockets() == SEEN["sockets"]
     assert not SEEN["data_dir"].exists()
