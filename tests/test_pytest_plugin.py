@@ -161,6 +161,18 @@ async def test_2_app(autojump_clock, warren_app, warren_run):
     await trio.sleep(1000)  # and leave the run live
 
 
+@pytest.mark.trio
+@pytest.mark.warren(rate=100)
+async def test_2b_trio_sdk_against_the_served_thread_on_the_real_clock(warren_server):
+    from warren_sim.client import AsyncAgentClient
+
+    run = warren_server.create_run("bridge_repair", seed=3, controlled_agents=["engineer-1"])
+    async with AsyncAgentClient.open(warren_server.url) as client:
+        async with client.claim(run.id, "engineer-1") as agent:
+            obs = await agent.next_observation()
+            assert (await agent.submit(obs, {"noop": True})).status == "accepted"
+
+
 def test_3_nothing_left_behind():
     SEEN["poll"].join(10)
     assert SEEN["answer"] == 410, SEEN["answer"]  # the teardown answered it: the run ended with the server
@@ -173,14 +185,14 @@ def test_3_nothing_left_behind():
 
 def test_fixtures_leave_no_thread_socket_or_directory(pytester: pytest.Pytester,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """After a warren_server test (with a crash, a restart and a long-poll left waiting) and a warren_app test
-    (a run left live), the user's process has the threads, sockets and temp entries it had before."""
+    """After a warren_server test (with a crash, a restart and a long-poll left waiting), a warren_app test (a run
+    left live) and a trio SDK test against warren_server on the real clock, the user's process has the threads, sockets and temp entries it had before."""
     tmp = pytester.mkdir("tmp")
     monkeypatch.setenv("TMPDIR", str(tmp))
     pytester.makeini("[pytest]\nfilterwarnings = error\n")  # and the plugin raises no warning a strict user would see
     pytester.makepyfile(test_cleanup=CLEANUP_TEST)
     result = pytester.runpytest_subprocess(*USER)
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=5)
     assert list(tmp.iterdir()) == []
 
 
