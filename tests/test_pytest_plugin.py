@@ -86,6 +86,15 @@ def test_docs_examples_run_as_written_and_each_expiry_takes_under_two_seconds(py
     assert not slow, f"over 2 s of wall time (or not passed): {slow}"
 
 
+def test_docs_trio_examples_in_process(pytester: pytest.Pytester) -> None:
+    """The fast tier's share of the docs check: docs/testing.md's trio examples (autojump, no sockets) pass,
+    run in this process (the full subprocess run above is in the slow tier)."""
+    write_doc_files(pytester)
+    result = pytester.runpytest(*USER, "test_trio_agent.py", "test_never_stale.py::"
+                                "test_my_agents_commands_are_never_stale")
+    result.assert_outcomes(passed=4)
+
+
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="needs issue 13 durability")
 def test_docs_restart_example_resumes_the_agent(pytester: pytest.Pytester) -> None:
