@@ -1,238 +1,139 @@
-"""``warren eval``: run scenarios over many seeds headless and report how a policy does.
+"""``warren eval``: a thin command line over :func:`warren_sim.evaluation.evaluate`.
 
-For each scenario: the completion rate, the mean and 95th percentile of sim time, the mean number of
-decisions, and the mean score. The score is the scenario's own number when its ``solution.py``
-defines ``score(summary, sim) -> float`` (the warren counts seeds in its larder), otherwise the
-fraction of objectives completed. ``--conflicts`` also records each run's journal and counts same-batch
-conflicts (a ``take`` or other action rejected because someone earlier in the batch's order won).
-
-Everything but the wall-clock columns depends only on the scenario, parameters, seeds and policy, so
-an evaluation is reproducible. The scenario is loaded once and its spec shared by every run.
+Scenarios x parameter settings (``--param`` fixed, ``--grid`` varied) x seeds, on this machine's cores
+(``--jobs N``) or on Ray (``--ray [--address ADDR]``), streaming rows to ``--out FILE.jsonl`` and resuming
+from it. The report (table or ``--json``) is the same, apart from wall-clock fields, whatever the backend.
+This module wires in the wall clock (:func:`warren_sim.runtime.clock.wall_seconds`) and draws the progress
+line on stderr; everything else lives in :mod:`warren_sim.evaluation`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
-from collections import Counter
-from typing import Any
+from typing import Any, TextIO
 
-from .engine import Simulation, run_headless
-from .headless_cli import cli_params, start_run
+from .evaluation import SweepError, default_jobs, evaluate, parse_grid, parse_seeds, render_table
+from .headless_cli import cli_params
 from .runtime.clock import wall_seconds
-from .scenarios import LoadedScenario, ScenarioError, load_scenario
-
-MAX_SEEDS = 1_000_000
-SAME_BATCH = "earlier in this batch"  # how rules.check names a conflict lost to an earlier answer
+from .scenarios import ScenarioError
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("eval", help="run scenarios over many seeds and report completion, sim time, "
-                                    "decisions and score",
-                       description="Run each SCENARIO headless once per seed and report, per scenario: "
-                                   "completion rate, mean and p95 sim time, mean decisions and mean score.")
-    p.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="scenario name(s) or directory(ies)")
+    p = sub.add_parser("eval", help="run scenarios over many seeds (and parameter grids), on local processes or "
+                                    "Ray, and report completion, sim time, decisions and score",
+                       description="Run each SCENARIO headless once per seed and parameter setting and report, "
+                                   "per scenario and setting: completion rate, mean and p95 sim time, mean "
+                                   "decisions and mean score.")
+    p.add_argument("scenarios", nargs="+", metavar="SCENARIO",
+                   help="scenario name(s) or directory(ies); several as 'a,b' or as separate arguments")
     p.add_argument("--seeds", default="0-99", help="seeds to run: '0-99', '7', or a list like '0-9,20,30-39' "
                                                    "(default 0-99)")
     p.add_argument("--policy", default="solution", help="solution, random, none or module:callable "
                                                         "(default solution)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="scenario parameter (repeatable); every scenario given must declare it")
+                   help="scenario parameter, fixed for the sweep (repeatable); every scenario given must declare it")
+    p.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...",
+                   help="scenario parameter to vary (repeatable): one report row per combination of values")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help=f"worker processes on this machine (default: its cores, {default_jobs()} here); "
+                        "1 runs in this process")
+    p.add_argument("--ray", action="store_true",
+                   help="run seeds as Ray tasks (pip install 'warren-sim[ray]'): a local Ray, or the cluster at "
+                        "--address or $RAY_ADDRESS")
+    p.add_argument("--address", default=None, metavar="ADDR", help="with --ray: the Ray cluster to join "
+                                                                    "(e.g. ray://head:10001 or auto)")
+    p.add_argument("--out", default=None, metavar="FILE.jsonl",
+                   help="append one JSON line per seed as it finishes; rerun with the same file to resume")
     p.add_argument("--conflicts", action="store_true",
                    help="record each run's journal and count same-batch conflicts (slower)")
     p.add_argument("--min-completion", type=float, default=None, metavar="RATE",
                    help="exit 1 when a scenario's completion rate is below RATE (0..1)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     p.set_defaults(func=cmd_eval)
 
 
-def parse_seeds(text: str) -> list[int]:
-    """``'0-99'`` -> 0..99; ``'0-9,20,30-39'`` -> those; duplicates are kept once, in the order given."""
-    from .cli import UsageError
+class ProgressLine:
+    """``  120/400 seeds  38.1 seeds/s  ETA 7s`` on one terminal line, redrawn at most ten times a second.
 
-    seeds: dict[int, None] = {}
-    for part in text.split(","):
-        part = part.strip()
-        low, sep, high = part.partition("-")
-        try:
-            a = int(low)
-            b = int(high) if sep else a
-        except ValueError:
-            raise UsageError(f"--seeds: {part!r} is not a seed or a range; write '0-99', '7' or "
-                             "'0-9,20,30-39' (seeds are integers >= 0)") from None
-        if a < 0 or b < a:
-            raise UsageError(f"--seeds: {part!r} must be N or LOW-HIGH with 0 <= LOW <= HIGH")
-        if len(seeds) + (b - a + 1) > MAX_SEEDS:
-            raise UsageError(f"--seeds: at most {MAX_SEEDS} seeds per evaluation")
-        for s in range(a, b + 1):
-            seeds[s] = None
-    return list(seeds)
+    The rate counts only seeds computed in this invocation (rows found in ``--out`` are done but free).
+    """
 
+    def __init__(self, stream: TextIO, clock: Any = wall_seconds, label: str = "") -> None:
+        self.stream, self.clock, self.label = stream, clock, label
+        self.started = clock()
+        self.first = 0
+        self.last_draw = -1.0
+        self.errors = 0
 
-def p95(values: list[float]) -> float:
-    """The 95th percentile by the nearest-rank method (a value that occurred)."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+    def text(self, done: int, total: int, now: float) -> str:
+        computed = done - self.first
+        elapsed = now - self.started
+        rate = computed / elapsed if elapsed > 0 else 0.0
+        eta = (total - done) / rate if rate > 0 else None
+        parts = [f"{done}/{total} seeds"]
+        if self.first:
+            parts.append(f"({self.first} from --out)")
+        parts.append(f"{rate:,.1f} seeds/s")
+        parts.append(f"ETA {_duration(eta)}" if eta is not None else "ETA -")
+        if self.errors:
+            parts.append(f"{self.errors} error(s)")
+        return f"  {self.label}" + "  ".join(parts)
 
+    def __call__(self, done: int, total: int, row: dict[str, Any] | None) -> None:
+        if row is None:
+            self.first = done
+            return
+        if row.get("error") is not None:
+            self.errors += 1
+        now = self.clock()
+        if now - self.last_draw >= 0.1 or done == total:
+            self.last_draw = now
+            self.stream.write("\r" + self.text(done, total, now) + "   ")
+            self.stream.flush()
 
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
-
-
-def score_of(sc: LoadedScenario, summary: dict[str, Any], sim: Simulation) -> float:
-    """The scenario's ``score(summary, sim)`` when it has one, else the fraction of objectives completed."""
-    scorer = getattr(sc.solution, "score", None)
-    if callable(scorer):
-        return float(scorer(summary, sim))
-    objectives = summary["objectives"]
-    if not objectives:
-        return 0.0
-    return sum(1 for o in objectives if o["status"] == "completed") / len(objectives)
+    def clear(self) -> None:
+        self.stream.write("\r" + " " * 79 + "\r")
+        self.stream.flush()
 
 
-def run_one(sc: LoadedScenario, seed: int, policy: str, *, conflicts: bool = False) -> dict[str, Any]:
-    """One headless run: its status, sim time, decisions, score (and conflicts when asked), plus wall time."""
-    started = wall_seconds()
-    counts = Counter()
-
-    def count(s: Simulation) -> None:
-        for r in s.drain_records():
-            if r["kind"] == "outcome" and r["outcome"] == "rejected":
-                counts["rejected"] += 1
-                if SAME_BATCH in r["reason"]:
-                    counts["conflicts"] += 1
-
-    sim, policies = start_run(sc, seed, policy, record=conflicts, run_id=f"eval-{seed}")
-    try:
-        summary = run_headless(sim, policies, on_batch=count if conflicts else None)
-    except Exception as exc:  # a policy that raises: report the run as crashed and go on
-        sim.cancel(f"crashed: {type(exc).__name__}: {exc}")
-        summary = {**sim.summary(), "status": "crashed"}
-    if conflicts:
-        count(sim)
-    out = {"seed": seed, "status": summary["status"], "reason": summary["reason"],
-           "sim_time_ms": summary["sim_time_ms"], "decisions": summary["decisions"],
-           "score": score_of(sc, summary, sim) if summary["status"] != "crashed" else 0.0}
-    if conflicts:
-        out["conflicts"] = counts["conflicts"]
-        out["rejected"] = counts["rejected"]
-    out["wall_s"] = wall_seconds() - started
-    return out
-
-
-def evaluate(scenario: str, seeds: list[int], policy: str = "solution", params: dict[str, Any] | None = None,
-             *, conflicts: bool = False, progress: Any = None) -> dict[str, Any]:
-    """Run ``scenario`` once per seed and aggregate; raises ScenarioError for a bad scenario or params."""
-    sc = load_scenario(scenario, params)
-    if policy == "solution" and sc.solution is None:
-        raise ScenarioError(f"scenario {sc.name} has no solution.py; use --policy random, none or module:callable")
-    runs = []
-    for i, seed in enumerate(seeds):
-        if progress is not None:
-            progress(sc.name, i, len(seeds))
-        runs.append(run_one(sc, seed, policy, conflicts=conflicts))
-    times = [r["sim_time_ms"] for r in runs]
-    decisions = [r["decisions"] for r in runs]
-    scores = [r["score"] for r in runs]
-    wall = sum(r["wall_s"] for r in runs)
-    statuses = Counter(r["status"] for r in runs)
-    reasons = Counter(f"{r['status']}: {r['reason']}" for r in runs if r["status"] != "completed")
-    report: dict[str, Any] = {
-        "scenario": sc.name,
-        "params": sc.params,
-        "policy": policy,
-        "runs": len(runs),
-        "completed": statuses.get("completed", 0),
-        "completion_rate": statuses.get("completed", 0) / len(runs) if runs else 0.0,
-        "statuses": dict(sorted(statuses.items())),
-        "sim_time_ms": {"mean": _mean(times), "p95": p95(times), "min": min(times, default=0),
-                        "max": max(times, default=0)},
-        "decisions": {"mean": _mean(decisions), "total": sum(decisions)},
-        "score": {"mean": _mean(scores), "min": min(scores, default=0.0), "max": max(scores, default=0.0)},
-        "conflicts": None,
-        "not_completed": [{"reason": k, "runs": v} for k, v in reasons.most_common()],
-        "wall_s": wall,
-        "decisions_per_s": sum(decisions) / wall if wall > 0 else None,
-        "per_seed": runs,
-    }
-    if conflicts:
-        per = [r["conflicts"] for r in runs]
-        report["conflicts"] = {"mean": _mean(per), "runs_with_conflicts": sum(1 for c in per if c > 0),
-                               "rejected_mean": _mean([r["rejected"] for r in runs])}
-    return report
-
-
-def _seconds(ms: float) -> str:
-    return f"{ms / 1000:.1f}s"
-
-
-def _params_text(params: dict[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in params.items()) or "-"
-
-
-def render_table(reports: list[dict[str, Any]], seeds_text: str) -> str:
-    """The evaluation as a fixed-width table (one row per scenario) plus the reasons runs did not complete."""
-    policy = reports[0]["policy"] if reports else ""
-    runs = reports[0]["runs"] if reports else 0
-    lines = [f"warren eval: {runs} seed(s) ({seeds_text}), policy {policy}", ""]
-    header = ["scenario", "params", "runs", "completed", "sim time mean", "p95", "decisions", "score"]
-    with_conflicts = any(r["conflicts"] is not None for r in reports)
-    if with_conflicts:
-        header.append("conflicts")
-    header += ["wall", "decisions/s"]
-    rows = [header]
-    for r in reports:
-        row = [r["scenario"], _params_text(r["params"]), str(r["runs"]), f"{100 * r['completion_rate']:.1f}%",
-               _seconds(r["sim_time_ms"]["mean"]), _seconds(r["sim_time_ms"]["p95"]),
-               f"{r['decisions']['mean']:.1f}", f"{r['score']['mean']:.3f}"]
-        if with_conflicts:
-            row.append(f"{r['conflicts']['mean']:.2f}" if r["conflicts"] is not None else "-")
-        rate = r["decisions_per_s"]
-        row += [f"{r['wall_s']:.2f}s", f"{rate:,.0f}" if rate is not None else "-"]
-        rows.append(row)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    for k, row in enumerate(rows):
-        cells = [c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
-        lines.append("  ".join(cells).rstrip())
-        if k == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    for r in reports:
-        for item in r["not_completed"]:
-            lines.append(f"  {r['scenario']}: {item['runs']} run(s) {item['reason']}")
-    return "\n".join(lines)
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from .cli import EXIT_FAILED, EXIT_OK, UsageError
 
-    seeds = parse_seeds(args.seeds)
-    params = cli_params(args.param)
     if args.min_completion is not None and not 0 <= args.min_completion <= 1:
         raise UsageError(f"--min-completion must be a rate between 0 and 1, got {args.min_completion}")
-    live = sys.stderr.isatty() and not args.json
-
-    def progress(name: str, i: int, total: int) -> None:
-        if live:
-            sys.stderr.write(f"\r  {name}: seed {i + 1}/{total}   ")
-            sys.stderr.flush()
-
-    reports = []
-    for scenario in args.scenarios:
-        try:
-            reports.append(evaluate(scenario, seeds, args.policy, params, conflicts=args.conflicts,
-                                    progress=progress))
-        except ScenarioError as exc:
-            raise UsageError(str(exc)) from None
-    if live:
-        sys.stderr.write("\r" + " " * 60 + "\r")
+    if args.address is not None and not args.ray:
+        raise UsageError("--address is for --ray (the Ray cluster to join); add --ray")
+    if args.ray and args.jobs is not None:
+        raise UsageError("--jobs is for local processes; with --ray, Ray decides (it uses every CPU it has)")
+    params = cli_params(args.param)
+    live = sys.stderr.isatty() and not args.quiet
+    progress = ProgressLine(sys.stderr) if live else None
+    try:
+        seeds = parse_seeds(args.seeds)
+        sweep = evaluate(args.scenarios, seeds, args.policy, params, parse_grid(args.grid), jobs=args.jobs,
+                         backend="ray" if args.ray else "local", address=args.address, out=args.out,
+                         conflicts=args.conflicts, progress=progress, clock=wall_seconds)
+    except (ScenarioError, SweepError) as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        if progress is not None:
+            progress.clear()
     if args.json:
-        print(json.dumps({"seeds": seeds, "policy": args.policy, "results": reports}, indent=2))
+        print(json.dumps(sweep, indent=2))
     else:
-        print(render_table(reports, args.seeds))
-    if args.min_completion is not None and any(r["completion_rate"] < args.min_completion for r in reports):
+        print(render_table(sweep, args.seeds))
+    if args.min_completion is not None and any(r["completion_rate"] < args.min_completion for r in sweep["results"]):
         return EXIT_FAILED
     return EXIT_OK
