@@ -77,7 +77,8 @@ def aggregate(group: Group, policy: str, rows: list[dict[str, Any]], conflicts: 
 
 
 def without_wall(value: Any) -> Any:
-    """``value`` with every wall-clock field removed, at any depth: what must not differ between backends."""
+    """``value`` without the fields in :data:`WALL_FIELDS`, at any depth: what no backend, number of workers
+    or resume may change."""
     if isinstance(value, dict):
         return {k: without_wall(v) for k, v in value.items() if k not in WALL_FIELDS}
     if isinstance(value, list):

@@ -29,8 +29,9 @@ from ..scenarios import LoadedScenario, load_scenario
 Clock = Callable[[], float]
 
 SAME_BATCH = "earlier in this batch"  # how rules.check names a conflict lost to an earlier answer
-#: Row fields that depend on the machine and the moment, not on (scenario, params, seed, policy).
-WALL_FIELDS = frozenset({"wall_s", "decisions_per_s", "seeds_per_s", "elapsed_s"})
+#: Report fields that depend on the machine, the moment or this invocation (``computed``: how many rows
+#: were not already in ``--out``), not on (scenario, params, seeds, policy): all a backend may change.
+WALL_FIELDS = frozenset({"wall_s", "decisions_per_s", "seeds_per_s", "elapsed_s", "computed"})
 
 
 @attrs.frozen
