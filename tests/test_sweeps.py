@@ -216,3 +216,16 @@ def test_workers_do_not_import_trio() -> None:
     tasks = [Task("deadline", {}, s, "sweeps_support:trio_check", False, "deadline") for s in range(2)]
     backends.run_local(tasks, lambda i, row: rows.append(row), None, 2)
     assert [r["error"] for r in rows] == ["RuntimeError: trio absent"] * 2
+
+
+def test_without_ray_installed_ray_is_a_teaching_usage_error() -> None:
+    """With Ray not importable, --ray exits 2 naming the extra to install; evaluation never imports Ray
+    unless asked."""
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "import warren_sim.evaluation\n"
+            "from warren_sim.cli import main\n"
+            "sys.exit(main(['eval', 'deadline', '--seeds', '0', '--ray']))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "--ray needs Ray" in proc.stderr and "pip install 'warren-sim[ray]'" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -154,7 +154,7 @@ def run_ray(tasks: Sequence[Task], on_row: OnRow, clock: Clock | None = None, ad
         started_here = True
     try:
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        remote = ray.remote(num_cpus=1, max_retries=2)(run_batch)
+        remote = ray.remote(num_cpus=1, max_retries=1)(run_batch)
         todo = deque(batches(range(len(tasks)), cpus))
         inflight: dict[Any, list[int]] = {}
         while todo or inflight:
@@ -166,10 +166,12 @@ def run_ray(tasks: Sequence[Task], on_row: OnRow, clock: Clock | None = None, ad
                 idx = inflight.pop(ref)
                 try:
                     rows = ray.get(ref)
-                except ray.exceptions.RayError as exc:  # the worker or its node was lost (after Ray's retries)
-                    reason = f"Ray task failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                    for i in idx:
-                        on_row(i, error_row(tasks[i], reason))
+                except ray.exceptions.RayError as exc:  # the worker or its node was lost, after Ray's retry
+                    if len(idx) > 1:  # find the seed that did it: the batch's seeds again, one task each
+                        todo.extendleft([i] for i in reversed(idx))
+                        continue
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                    on_row(idx[0], error_row(tasks[idx[0]], f"the Ray task died: {type(exc).__name__}: {first}"))
                 else:
                     for i, row in zip(idx, rows, strict=True):
                         on_row(i, row)
