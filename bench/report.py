@@ -85,7 +85,16 @@ def warp(d: dict[str, Any]) -> str:
     return _table(["measure (s)", "median (min-max)"], rows)
 
 
-RENDER = {"engine": engine, "protocol": protocol, "scale": scale, "warp": warp, "ws": ws}
+def sweeps(d: dict[str, Any]) -> str:
+    rows = [[r["workload"], str(r["seeds"]), _stat(r["seeds_per_s"]["jobs 1"], 1), _stat(r["seeds_per_s"]["jobs 2"], 1),
+             _stat(r["seeds_per_s"]["ray"], 1), _stat(r["ratio_vs_jobs_1"]["jobs 2"], 2),
+             _stat(r["ratio_vs_jobs_1"]["ray"], 2)] for r in d["results"]]
+    return (_table(["workload", "seeds", "jobs 1 seeds/s", "jobs 2 seeds/s", "ray seeds/s", "jobs 2 / jobs 1",
+                    "ray / jobs 1"], rows) + f"\n\n`ray.init` (local, {d['cores']} CPUs): {d['ray_init_s']:.1f} s, "
+            "paid once per session, not in the figures.")
+
+
+RENDER = {"engine": engine, "protocol": protocol, "scale": scale, "warp": warp, "ws": ws, "sweeps": sweeps}
 
 
 def main(argv: list[str] | None = None) -> int:

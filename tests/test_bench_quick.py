@@ -17,7 +17,7 @@ import pytest
 from warren_sim.runtime.clock import wall_seconds
 
 REPO = Path(__file__).resolve().parents[1]
-NAMES = ("engine", "protocol", "scale", "warp", "ws")
+NAMES = ("engine", "protocol", "scale", "warp", "ws", "sweeps")
 
 pytestmark = pytest.mark.bench
 
