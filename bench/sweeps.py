@@ -46,7 +46,10 @@ def run(opts: Options) -> dict[str, Any]:
     ray_init_s = wall_seconds() - t0
     results = []
     try:
-        once("contention", {}, 4, {"backend": "ray"})  # Ray's first tasks start its workers: not a sweep's cost
+        # Once per process, not per sweep: Ray's first tasks start its workers, the first pool starts the
+        # forkserver (about 0.5 s; a `warren eval --jobs N` invocation pays it once).
+        once("contention", {}, 4, {"backend": "ray"})
+        once("contention", {}, 4, {"jobs": 2})
         for label, scenario, params, full, quick in WORKLOADS:
             seeds = quick if opts.quick else full
             rates: dict[str, list[float]] = {name: [] for name, _ in MODES}
