@@ -236,7 +236,7 @@ def test_the_progress_line_shows_seeds_done_rate_and_eta() -> None:
     --out count as done but not in the rate; redraws are at most ten a second."""
     import io
 
-    from warren_sim.eval_cli import ProgressLine
+    from warren_sim.cli.eval import ProgressLine
 
     readings = iter([100.0, 102.0, 102.05, 104.0, 200.0])
     stream = io.StringIO()

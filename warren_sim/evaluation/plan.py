@@ -13,8 +13,7 @@ from typing import Any
 
 import attrs
 
-from ..scenarios import LoadedScenario, ParamText, load_scenario
-from ..scenarios.loader import load_callable
+from ..scenarios import LoadedScenario, ParamText, load_scenario, resolve_policy
 from .runs import Task
 
 MAX_SEEDS = 1_000_000
@@ -22,6 +21,10 @@ MAX_SEEDS = 1_000_000
 
 class SweepError(ValueError):
     """A sweep that cannot start (bad seeds, grid, backend or --out file); the message says what to write."""
+
+
+class SeedsError(SweepError):
+    """A ``--seeds`` text that is not a seed list; the message says what the form is."""
 
 
 @attrs.frozen
@@ -55,12 +58,12 @@ def parse_seeds(text: str) -> list[int]:
             a = int(low)
             b = int(high) if sep else a
         except ValueError:
-            raise SweepError(f"--seeds: {part!r} is not a seed or a range; write '0-99', '7' or "
+            raise SeedsError(f"--seeds: {part!r} is not a seed or a range; write '0-99', '7' or "
                              "'0-9,20,30-39' (seeds are integers >= 0)") from None
         if a < 0 or b < a:
-            raise SweepError(f"--seeds: {part!r} must be N or LOW-HIGH with 0 <= LOW <= HIGH")
+            raise SeedsError(f"--seeds: {part!r} must be N or LOW-HIGH with 0 <= LOW <= HIGH")
         if len(seeds) + (b - a + 1) > MAX_SEEDS:
-            raise SweepError(f"--seeds: at most {MAX_SEEDS} seeds per evaluation")
+            raise SeedsError(f"--seeds: at most {MAX_SEEDS} seeds per evaluation")
         for s in range(a, b + 1):
             seeds[s] = None
     return list(seeds)
@@ -101,18 +104,15 @@ def make_plan(scenarios: Sequence[str], seeds: Iterable[int], policy: str = "sol
     parameter it does not declare, a value out of bounds) and fix the order of the report."""
     seed_list = list(dict.fromkeys(int(s) for s in seeds))
     if not seed_list:
-        raise SweepError("--seeds: no seeds to run")
+        raise SeedsError("--seeds: no seeds to run")
     if any(s < 0 for s in seed_list):
-        raise SweepError("--seeds: seeds are integers >= 0")
+        raise SeedsError("--seeds: seeds are integers >= 0")
     if not scenarios:
         raise SweepError("no scenario given")
     groups: list[Group] = []
     for scenario in scenarios:
         for setting in settings(dict(params or {}), dict(grid or {})):
             sc = load_scenario(scenario, setting)
-            if policy == "solution" and sc.solution is None:
-                raise SweepError(f"scenario {sc.name} has no solution.py; use --policy random, none or "
-                                 "module:callable")
             check_policy(sc, policy)
             group = Group(scenario, sc.name, sc.params)
             if group not in groups:
@@ -121,6 +121,6 @@ def make_plan(scenarios: Sequence[str], seeds: Iterable[int], policy: str = "sol
 
 
 def check_policy(sc: LoadedScenario, policy: str) -> None:
-    """Refuse a ``--policy`` that cannot be resolved before any worker starts (raises ScenarioError)."""
-    if policy not in ("solution", "random", "none"):
-        load_callable(policy)
+    """Refuse a ``--policy`` that cannot be resolved before any worker starts (raises PolicyError, a
+    ScenarioError, that teaches the forms and the factory contract)."""
+    resolve_policy(policy, sc, 0)

@@ -21,8 +21,8 @@ from typing import Any
 
 import attrs
 
-from ..engine import Simulation, briefing, run_headless
-from ..scenarios import LoadedScenario, load_scenario
+from ..engine import Simulation, run_headless
+from ..scenarios import LoadedScenario, instantiate, load_scenario
 
 #: A wall-clock reading in seconds, handed in by the caller (the CLI passes ``runtime.clock.wall_seconds``);
 #: ``None`` leaves the wall-clock fields empty. Evaluation itself never reads a clock.
@@ -132,9 +132,7 @@ def run_task(task: Task, clock: Clock | None = None) -> dict[str, Any]:
     score = 0.0
     try:
         sc = loaded(task.scenario, task.params)
-        sim = Simulation(sc.spec, task.seed, run_id=f"eval-{task.seed}", params=sc.params, record=task.conflicts)
-        for a in sc.spec.agents:
-            policies[a.id] = sc.make_policy(task.policy, a.id, a.role, briefing(sim, a.id), task.seed)
+        sim, policies = instantiate(sc, task.seed, task.policy, record=task.conflicts, run_id=f"eval-{task.seed}")
         summary = run_headless(sim, policies, on_batch=count if task.conflicts else None)
         if task.conflicts:
             count(sim)

@@ -14,14 +14,22 @@ import json
 import sys
 from typing import Any, TextIO
 
-from .evaluation import SweepError, default_jobs, evaluate, parse_grid, parse_seeds, render_table
-from .headless_cli import cli_params
-from .runtime.clock import wall_seconds
-from .scenarios import ScenarioError
+from ..evaluation import SweepError, default_jobs, evaluate, parse_grid, parse_seeds, render_table
+from ..runtime.clock import wall_seconds
+from ..scenarios import ScenarioError
+from ._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    add_scenarios_option,
+    apply_scenarios_option,
+    cli_params,
+    subparser,
+)
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("eval", help="run scenarios over many seeds (and parameter grids), on local processes or "
+    p = subparser(sub, "eval", help="run scenarios over many seeds (and parameter grids), on local processes or "
                                     "Ray, and report completion, sim time, decisions and score",
                        description="Run each SCENARIO headless once per seed and parameter setting and report, "
                                    "per scenario and setting: completion rate, mean and p95 sim time, mean "
@@ -30,8 +38,8 @@ def register(sub: Any) -> None:
                    help="scenario name(s) or directory(ies); several as 'a,b' or as separate arguments")
     p.add_argument("--seeds", default="0-99", help="seeds to run: '0-99', '7', or a list like '0-9,20,30-39' "
                                                    "(default 0-99)")
-    p.add_argument("--policy", default="solution", help="solution, random, none or module:callable "
-                                                        "(default solution)")
+    p.add_argument("--policy", default="solution",
+                   help="solution, random, none, llm or module:factory (docs/policies.md; default solution)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="scenario parameter, fixed for the sweep (repeatable); every scenario given must declare it")
     p.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...",
@@ -52,6 +60,7 @@ def register(sub: Any) -> None:
                    help="exit 1 when a scenario's completion rate is below RATE (0..1)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    add_scenarios_option(p)
     p.set_defaults(func=cmd_eval)
 
 
@@ -109,8 +118,7 @@ def _duration(seconds: float) -> str:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from .cli import EXIT_FAILED, EXIT_OK, UsageError
-
+    apply_scenarios_option(args)  # $WARREN_SCENARIOS: worker processes and a local Ray see it too
     if args.min_completion is not None and not 0 <= args.min_completion <= 1:
         raise UsageError(f"--min-completion must be a rate between 0 and 1, got {args.min_completion}")
     if args.address is not None and not args.ray:
