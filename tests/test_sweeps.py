@@ -94,14 +94,18 @@ def test_failing_seeds_are_rows_with_their_error_and_the_sweep_completes(capsys)
 
 
 def test_a_worker_that_dies_is_an_error_row_and_the_others_complete(capsys) -> None:
-    """A policy that ends its process (os._exit) in 7 seeds: with --jobs 2 the pool is rebuilt, those seeds
-    are error rows naming the dead worker, and the other 33 complete with the rows they have alone."""
-    dead = eval_json([*CONTENTION, "--policy", "sweeps_support:deadly", "--jobs", "2"], capsys)
-    fine = eval_json([*CONTENTION, "--policy", "sweeps_support:fragile", "--jobs", "1"], capsys)
+    """A policy that ends its process (os._exit) in seeds 14 and 19 of 10-19: with --jobs 2 the pool is
+    rebuilt, those seeds are error rows naming the dead worker, and the other 8 complete with the rows
+    they have in this process."""
+    argv = ["eval", "contention", "--seeds", "10-19"]
+    dead = eval_json([*argv, "--policy", "sweeps_support:deadly", "--jobs", "2"], capsys)
+    fine = eval_json([*argv, "--policy", "sweeps_support:fragile", "--jobs", "1"], capsys)
     (result,) = dead["results"]
     errors = [r for r in result["per_seed"] if r["status"] == "error"]
-    assert [r["seed"] for r in errors] == [r["seed"] for r in fine["results"][0]["per_seed"] if r["status"] == "crashed"]
+    assert [r["seed"] for r in errors] == [14, 19]
+    assert [r["seed"] for r in fine["results"][0]["per_seed"] if r["status"] == "crashed"] == [14, 19]
     assert all("worker process died" in r["error"] for r in errors)
+    assert result["statuses"] == {"completed": 8, "error": 2} and result["errors"] == 2
     good = [without_wall(r) for r in result["per_seed"] if r["status"] != "error"]
     assert good == [without_wall(r) for r in fine["results"][0]["per_seed"] if r["status"] != "crashed"]
 

@@ -59,9 +59,13 @@ def run_serial(tasks: Sequence[Task], on_row: OnRow, clock: Clock | None = None)
 _worker_clock: Clock | None = None
 
 
-def _init_worker(clock: Clock | None) -> None:
+def _init_worker(clock: Clock | None, cwd: str, path: list[str]) -> None:
+    """Each worker works where the caller does: its directory (``--policy mymodule:factory`` finds
+    ``./mymodule.py``) and import path, as they are now, not as they were when the forkserver started."""
     global _worker_clock
     _worker_clock = clock
+    os.chdir(cwd)
+    sys.path[:0] = [p for p in path if p not in sys.path]
 
 
 def _work(tasks: list[Task]) -> list[dict[str, Any]]:
@@ -84,7 +88,8 @@ def run_local(tasks: Sequence[Task], on_row: OnRow, clock: Clock | None = None, 
     inflight: dict[Future[list[dict[str, Any]]], tuple[list[int], bool]] = {}
 
     def new_pool() -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(workers, mp_context=_context(), initializer=_init_worker, initargs=(clock,))
+        return ProcessPoolExecutor(workers, mp_context=_context(), initializer=_init_worker,
+                                   initargs=(clock, os.getcwd(), list(sys.path)))
 
     pool = new_pool()
     try:

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from ..scenarios import LoadedScenario, ParamText, load_scenario, resolve_policy
+from ..scenarios import LoadedScenario, ParamText, PolicyError, instantiate, load_scenario, resolve_policy
 from .runs import Task
 
 MAX_SEEDS = 1_000_000
@@ -113,14 +113,22 @@ def make_plan(scenarios: Sequence[str], seeds: Iterable[int], policy: str = "sol
     for scenario in scenarios:
         for setting in settings(dict(params or {}), dict(grid or {})):
             sc = load_scenario(scenario, setting)
-            check_policy(sc, policy)
+            check_policy(sc, policy, seed_list[0])
             group = Group(scenario, sc.name, sc.params)
             if group not in groups:
                 groups.append(group)
     return Plan(tuple(groups), tuple(seed_list), policy, conflicts)
 
 
-def check_policy(sc: LoadedScenario, policy: str) -> None:
-    """Refuse a ``--policy`` that cannot be resolved before any worker starts (raises PolicyError, a
-    ScenarioError, that teaches the forms and the factory contract)."""
-    resolve_policy(policy, sc, 0)
+def check_policy(sc: LoadedScenario, policy: str, seed: int) -> None:
+    """Refuse a ``--policy`` that breaks the policy contract before any worker starts: a spec that does not
+    resolve, a factory with the wrong signature or one whose product has no ``decide`` (PolicyError, a
+    ScenarioError that teaches the contract). A factory that raises anything else is the policy's own
+    failure: every seed's row says so (status ``crashed``)."""
+    factory = resolve_policy(policy, sc, seed)
+    try:
+        instantiate(sc, seed, factory, record=False)
+    except PolicyError:
+        raise
+    except Exception:  # noqa: BLE001 - reported per seed, as the run's error
+        pass
