@@ -88,9 +88,10 @@ def warp(d: dict[str, Any]) -> str:
 def sweeps(d: dict[str, Any]) -> str:
     rows = [[r["workload"], str(r["seeds"]), _stat(r["seeds_per_s"]["jobs 1"], 1), _stat(r["seeds_per_s"]["jobs 2"], 1),
              _stat(r["seeds_per_s"]["ray"], 1), _stat(r["ratio_vs_jobs_1"]["jobs 2"], 2),
-             _stat(r["ratio_vs_jobs_1"]["ray"], 2)] for r in d["results"]]
+             _stat(r["ratio_vs_jobs_1"]["ray"], 2), f"{100 * r.get('machine_busy_share', float('nan')):.0f}%"]
+            for r in d["results"]]
     return (_table(["workload", "seeds", "jobs 1 seeds/s", "jobs 2 seeds/s", "ray seeds/s", "jobs 2 / jobs 1",
-                    "ray / jobs 1"], rows) + f"\n\n`ray.init` (local, {d['cores']} CPUs): {d['ray_init_s']:.1f} s, "
+                    "ray / jobs 1", "machine busy"], rows) + f"\n\n`ray.init` (local, {d['cores']} CPUs): {d['ray_init_s']:.1f} s, "
             "paid once per session, not in the figures.")
 
 

@@ -30,6 +30,17 @@ MODES = [("jobs 1", {"jobs": 1}), ("jobs 2", {"jobs": 2}), ("ray", {"backend": "
 SCALING_TARGET = 1.6  # seeds/s at 2 workers vs 1, on 2 cores, for the heavy workload
 
 
+def cpu_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine, from /proc/stat ((0, 0) where there is none)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
 def once(scenario: str, params: dict[str, Any], seeds: int, mode: dict[str, Any]) -> tuple[float, dict[str, Any]]:
     t0 = wall_seconds()
     report = evaluate(scenario, range(seeds), params=params, clock=wall_seconds, **mode)
@@ -53,6 +64,7 @@ def run(opts: Options) -> dict[str, Any]:
         for label, scenario, params, full, quick in WORKLOADS:
             seeds = quick if opts.quick else full
             rates: dict[str, list[float]] = {name: [] for name, _ in MODES}
+            busy0, total0 = cpu_jiffies()
             for _ in range(reps):
                 baseline = None
                 for name, mode in MODES:
@@ -62,11 +74,14 @@ def run(opts: Options) -> dict[str, Any]:
                         baseline = without_wall(report)
                     elif without_wall(report) != baseline:
                         raise RuntimeError(f"{label}: the {name} report differs from the jobs 1 one")
+            busy1, total1 = cpu_jiffies()
+            # How busy the whole machine was (ours and everyone else's work): scaling needs idle cores.
+            busy_share = (busy1 - busy0) / (total1 - total0) if total1 > total0 else float("nan")
             ratios = {name: summary(r / b for r, b in zip(rates[name], rates["jobs 1"], strict=True))
                       for name, _ in MODES[1:]}
             results.append({"workload": label, "scenario": scenario, "params": params, "seeds": seeds,
                             "seeds_per_s": {name: summary(v) for name, v in rates.items()},
-                            "ratio_vs_jobs_1": ratios})
+                            "ratio_vs_jobs_1": ratios, "machine_busy_share": busy_share})
     finally:
         ray.shutdown()
     rows = []
@@ -74,10 +89,11 @@ def run(opts: Options) -> dict[str, Any]:
         s = r["seeds_per_s"]
         rows.append([r["workload"], str(r["seeds"]), fmt_stat(s["jobs 1"], 1), fmt_stat(s["jobs 2"], 1),
                      fmt_stat(s["ray"], 1), fmt_stat(r["ratio_vs_jobs_1"]["jobs 2"], 2),
-                     fmt_stat(r["ratio_vs_jobs_1"]["ray"], 2)])
+                     fmt_stat(r["ratio_vs_jobs_1"]["ray"], 2), f"{100 * r['machine_busy_share']:.0f}%"])
     print_table(f"sweeps: seeds/s by backend ({reps} repeat(s), {cores} cores; median (min-max)); "
                 f"ray.init took {ray_init_s:.1f} s, not counted",
-                ["workload", "seeds", "jobs 1", "jobs 2", "ray (2 CPUs)", "jobs 2 / jobs 1", "ray / jobs 1"], rows)
+                ["workload", "seeds", "jobs 1", "jobs 2", "ray (2 CPUs)", "jobs 2 / jobs 1", "ray / jobs 1",
+                 "machine busy"], rows)
     heavy = results[0]["ratio_vs_jobs_1"]
     targets = [target("warren 100 agents: jobs 2 / jobs 1 seeds/s", heavy["jobs 2"]["median"], ">=", SCALING_TARGET),
                target("warren 100 agents: ray / jobs 1 seeds/s", heavy["ray"]["median"], ">=", SCALING_TARGET)]
