@@ -67,26 +67,29 @@ def register(sub: Any) -> None:
 class ProgressLine:
     """``  120/400 seeds  38.1 seeds/s  ETA 7s`` on one terminal line, redrawn at most ten times a second.
 
-    The rate counts only seeds computed in this invocation (rows found in ``--out`` are done but free).
+    The rate counts seeds computed in this invocation from the first one to arrive, so neither the rows
+    found in ``--out`` (done, but free) nor the workers' start-up inflate or deflate the ETA.
     """
 
     def __init__(self, stream: TextIO, clock: Any = wall_seconds, label: str = "") -> None:
         self.stream, self.clock, self.label = stream, clock, label
-        self.started = clock()
-        self.first = 0
+        self.first = 0  # rows found in --out
+        self.first_row: tuple[int, float] | None = None  # (done, when) at the first computed row
         self.last_draw = -1.0
         self.errors = 0
 
+    def rate(self, done: int, now: float) -> float | None:
+        if self.first_row is None or done <= self.first_row[0] or now <= self.first_row[1]:
+            return None
+        return (done - self.first_row[0]) / (now - self.first_row[1])
+
     def text(self, done: int, total: int, now: float) -> str:
-        computed = done - self.first
-        elapsed = now - self.started
-        rate = computed / elapsed if elapsed > 0 else 0.0
-        eta = (total - done) / rate if rate > 0 else None
+        rate = self.rate(done, now)
         parts = [f"{done}/{total} seeds"]
         if self.first:
             parts.append(f"({self.first} from --out)")
-        parts.append(f"{rate:,.1f} seeds/s")
-        parts.append(f"ETA {_duration(eta)}" if eta is not None else "ETA -")
+        parts.append(f"{rate:,.1f} seeds/s" if rate is not None else "- seeds/s")
+        parts.append(f"ETA {_duration((total - done) / rate)}" if rate else "ETA -")
         if self.errors:
             parts.append(f"{self.errors} error(s)")
         return f"  {self.label}" + "  ".join(parts)
@@ -98,6 +101,8 @@ class ProgressLine:
         if row.get("error") is not None:
             self.errors += 1
         now = self.clock()
+        if self.first_row is None:
+            self.first_row = (done, now)
         if now - self.last_draw >= 0.1 or done == total:
             self.last_draw = now
             self.stream.write("\r" + self.text(done, total, now) + "   ")
