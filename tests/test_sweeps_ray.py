@@ -68,3 +68,12 @@ def test_ray_resumes_from_rows_written_by_local_processes(tmp_path: Path, capsys
     assert without_wall(resumed) == without_wall(full)
     assert resumed["tokens"]["prompt"] == 10 * resumed["results"][0]["decisions"]["total"]
     assert sorted(json.loads(line)["seed"] for line in out.read_text().splitlines()) == list(range(40))
+
+
+def test_a_ray_worker_that_dies_is_an_error_row(capsys) -> None:
+    """A policy that ends its Ray worker's process in seed 14: after Ray's retry, seed 14 is an error row naming
+    the dead task, and seed 13 completes."""
+    data = eval_json(["eval", "contention", "--seeds", "13-14", "--policy", "sweeps_support:deadly", "--ray"], capsys)
+    (result,) = data["results"]
+    assert [r["status"] for r in result["per_seed"]] == ["completed", "error"]
+    assert result["per_seed"][1]["error"].startswith("the Ray task died: ")

@@ -10,6 +10,7 @@ line on stderr; everything else lives in :mod:`warren_sim.evaluation`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from typing import Any, TextIO
@@ -133,11 +134,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     params = cli_params(args.param)
     live = sys.stderr.isatty() and not args.quiet
     progress = ProgressLine(sys.stderr) if live else None
+    # While the sweep runs, anything printed (a policy's prints, Ray's messages about its workers, which it
+    # writes to stdout) goes to stderr: stdout is the report's alone, so `--json > report.json` stays JSON.
     try:
         seeds = parse_seeds(args.seeds)
-        sweep = evaluate(args.scenarios, seeds, args.policy, params, parse_grid(args.grid), jobs=args.jobs,
-                         backend="ray" if args.ray else "local", address=args.address, out=args.out,
-                         conflicts=args.conflicts, progress=progress, clock=wall_seconds)
+        with contextlib.redirect_stdout(sys.stderr):
+            sweep = evaluate(args.scenarios, seeds, args.policy, params, parse_grid(args.grid), jobs=args.jobs,
+                             backend="ray" if args.ray else "local", address=args.address, out=args.out,
+                             conflicts=args.conflicts, progress=progress, clock=wall_seconds)
     except (ScenarioError, SweepError) as exc:
         raise UsageError(str(exc)) from None
     finally:
