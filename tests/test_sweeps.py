@@ -254,3 +254,21 @@ def test_the_progress_line_shows_seeds_done_rate_and_eta() -> None:
     assert stream.getvalue().count("\r") == 2
     line(71, 110, {"seed": 70})  # t=104: 60 in 4 s
     assert stream.getvalue().endswith("71/110 seeds  (10 from --out)  15.0 seeds/s  ETA 3s  1 error(s)   ")
+
+
+def test_an_edited_scenario_is_loaded_again_in_the_same_process(tmp_path: Path) -> None:
+    """Workers cache a loaded scenario, but by its files' stamps: after an edit, the next sweep runs the new one."""
+    import shutil
+
+    own = tmp_path / "my_deadline"
+    shutil.copytree(REPO / "scenarios" / "deadline", own)
+    before = evaluate(str(own), [0], jobs=1)["results"][0]
+    assert before["completion_rate"] == 1.0
+    toml = own / "scenario.toml"
+    text = toml.read_text()
+    assert "time_limit_ms" in text
+    edited = "\n".join("time_limit_ms = 1000" if line.startswith("time_limit_ms") else line
+                       for line in text.splitlines())
+    toml.write_text(edited + "\n# edited\n")
+    after = evaluate(str(own), [0], jobs=1)["results"][0]
+    assert after["sim_time_ms"]["max"] <= 1000 and after["completion_rate"] == 0.0

@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
 
 from ..engine import Simulation, run_headless
 from ..scenarios import LoadedScenario, instantiate, load_scenario
+from ..scenarios.loader import find_scenario
 
 #: A wall-clock reading in seconds, handed in by the caller (the CLI passes ``runtime.clock.wall_seconds``);
 #: ``None`` leaves the wall-clock fields empty. Evaluation itself never reads a clock.
@@ -60,13 +63,30 @@ def key_of(row: Mapping[str, Any]) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def _loaded(scenario: str, params_json: str) -> LoadedScenario:
-    return load_scenario(scenario, json.loads(params_json))
+def _loaded(directory: str, stamp: tuple[tuple[int, int] | None, ...], params_json: str) -> LoadedScenario:
+    return load_scenario(directory, json.loads(params_json))
 
 
 def loaded(scenario: str, params: Mapping[str, Any]) -> LoadedScenario:
-    """The scenario loaded once per worker and parameter set; its spec is shared by every run, never changed."""
-    return _loaded(scenario, json.dumps(dict(params), sort_keys=True))
+    """The scenario loaded once per worker and parameter set; its spec is shared by every run, never changed.
+
+    Cached by where the scenario is found and its files' sizes and modification times, so a long-lived
+    worker (a notebook's process, a Ray worker) loads an edited scenario again instead of running a stale one.
+    """
+    directory = find_scenario(scenario)
+    stamp = tuple((st.st_mtime_ns, st.st_size) if (st := _stat(directory / f)) is not None else None
+                  for f in SCENARIO_FILES)
+    return _loaded(str(directory), stamp, json.dumps(dict(params), sort_keys=True))
+
+
+SCENARIO_FILES = ("scenario.toml", "solution.py", "expand.py")
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return path.stat()
+    except OSError:
+        return None
 
 
 def score_of(sc: LoadedScenario, summary: dict[str, Any], sim: Simulation) -> float:
