@@ -10,9 +10,8 @@ trio nor a server, gets a scenario by name, and the wall clock is handed in. The
 from .backends import default_jobs
 from .plan import MAX_SEEDS, SeedsError, SweepError, make_plan, parse_grid, parse_seeds
 from .report import p95, render_table, without_wall
-from .runs import SAME_BATCH, WALL_FIELDS, Task, run_task, score_of, tokens_of
+from .runs import WALL_FIELDS, Task, run_task, score_of, tokens_of
 from .sweep import evaluate
 
-__all__ = ["MAX_SEEDS", "SAME_BATCH", "WALL_FIELDS", "SeedsError", "SweepError", "Task", "default_jobs", "evaluate",
-           "make_plan", "p95", "parse_grid", "parse_seeds", "render_table", "run_task", "score_of", "tokens_of",
-           "without_wall"]
+__all__ = ["MAX_SEEDS", "WALL_FIELDS", "SeedsError", "SweepError", "Task", "default_jobs", "evaluate", "make_plan",
+           "p95", "parse_grid", "parse_seeds", "render_table", "run_task", "score_of", "tokens_of", "without_wall"]

@@ -31,7 +31,6 @@ from ..scenarios.loader import find_scenario
 #: ``None`` leaves the wall-clock fields empty. Evaluation itself never reads a clock.
 Clock = Callable[[], float]
 
-SAME_BATCH = "earlier in this batch"  # how rules.check names a conflict lost to an earlier answer
 #: Report fields that depend on the machine, the moment or this invocation (``computed``: how many rows
 #: were not already in ``--out``), not on (scenario, params, seeds, policy): all a backend may change.
 WALL_FIELDS = frozenset({"wall_s", "decisions_per_s", "seeds_per_s", "elapsed_s", "computed"})
@@ -144,7 +143,7 @@ def run_task(task: Task, clock: Clock | None = None) -> dict[str, Any]:
         for r in s.drain_records():
             if r["kind"] == "outcome" and r["outcome"] == "rejected":
                 counts["rejected"] += 1
-                if SAME_BATCH in r["reason"]:
+                if r.get("conflict") is not None:  # a same-batch loss (engine.rules.conflict)
                     counts["conflicts"] += 1
 
     sim: Simulation | None = None
