@@ -8,6 +8,7 @@ real engine, driven by the same headless loop ``warren run`` uses.
 from __future__ import annotations
 
 import json
+import re
 import socket
 from types import SimpleNamespace
 from typing import Any
@@ -179,7 +180,7 @@ def test_a_slow_model_is_cut_at_the_observations_deadline() -> None:
         started = wall_seconds()
         command = policy.decide(remote)
         took = wall_seconds() - started
-    assert "did not answer within the decision's time budget (0.4s)" in command["invalid"]  # 1 s - margin
+    assert re.search(r"did not answer within the decision's time budget \(0\.[345]s\)", command["invalid"])
     assert 0.3 < took < 1.2
 
 
