@@ -52,6 +52,14 @@ class Session:
     def uri(self) -> str:
         return f"warren://runs/{self.agent.run_id}/agents/{self.agent.agent_id}/briefing"
 
+    async def aclose(self) -> None:
+        """Release the agent (so another client may claim it at once) and close the connection."""
+        try:
+            await self.agent.release()
+        except (ServerError, TransportError):
+            pass  # the run may have ended, or the server gone: the lease expires by itself
+        await self.client.aclose()
+
     # ------------------------------------------------------------------ tools
 
     def tools(self) -> list[dict[str, Any]]:
@@ -109,13 +117,16 @@ class Session:
             return f"the WARREN server refused or failed the request: {exc}", None, True
 
     async def _observe(self, arguments: Mapping[str, Any]) -> tuple[str, Any, bool]:
-        wait = float(arguments.get("wait", DEFAULT_WAIT_S))
-        obs = await self.agent.poll(wait=max(0.0, min(wait, MAX_WAIT_S)))
+        wait = max(0.0, min(float(arguments.get("wait", DEFAULT_WAIT_S)), MAX_WAIT_S))
+        outstanding = self.current is not None and not self.answered
+        # An unanswered observation is still the one to answer: hand it back at once unless a newer one
+        # superseded it (a zero-wait poll), instead of long-polling for a world that waits on this agent.
+        obs = await self.agent.poll(wait=0.0 if outstanding else wait)
         if obs is None:
-            if self.current is not None and not self.answered:
-                return (f"nothing new within {wait:g}s; your outstanding observation is still "
-                        f"{self.current.observation_id} (answer it with a command):\n\n{self.current.text}",
-                        envelope_parts(self.current), False)
+            if outstanding:
+                assert self.current is not None
+                return (f"(still outstanding, not yet answered: {self.current.observation_id})\n\n"
+                        f"{self.current.text}", envelope_parts(self.current), False)
             return f"no new observation within {wait:g}s; call observe again", None, False
         self.current, self.answered = obs, False
         return obs.text, envelope_parts(obs), False
@@ -248,8 +259,4 @@ async def serve_stdio(session: Session) -> None:
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
     finally:
-        try:
-            await session.agent.release()
-        except (ServerError, TransportError):
-            pass  # the run may have ended, or the server gone: the lease expires by itself
-        await session.client.aclose()
+        await session.aclose()
