@@ -8,10 +8,10 @@ subprocess, and play a run to its end.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 import sys
 import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any

@@ -118,7 +118,7 @@ def to_command(name: str | None, arguments: str | None, tools: Sequence[Mapping[
         return Invalid(f"tool {name!r} was not offered for this decision; call one of: {names}")
     text = arguments if arguments not in (None, "") else "{}"
     try:
-        args = json.loads(text)  # type: ignore[arg-type]
+        args = json.loads(text)
     except (json.JSONDecodeError, TypeError) as exc:
         return Invalid(f"the arguments of {name} are not JSON ({exc}): {str(text)[:200]!r}")
     error = schema_error(tool["input_schema"], args)
