@@ -1,0 +1,112 @@
+"""``--policy llm`` on the command line: ``warren run``, ``warren eval`` and ``warren agent`` (HTTP and WS), each
+a real subprocess talking to a real local HTTP server that plays a scripted model (tests/llm_stub.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("openai")
+
+from llm_stub import play_solution, scripted_model, solution_table  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+WARREN = [sys.executable, "-m", "warren_sim.cli"]
+
+
+@pytest.fixture(scope="module")
+def table() -> dict[str, dict[str, Any]]:
+    return solution_table("bridge_repair", range(5))
+
+
+def warren(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "WARREN_LLM_"))}
+    full.update(env)
+    return subprocess.run([*WARREN, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=full,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_warren_run_with_policy_llm_completes_and_reports_tokens(table: dict[str, dict[str, Any]],
+                                                                   tmp_path: Path) -> None:
+    with scripted_model(play_solution(table)) as model:
+        env = model.env()
+        del env["WARREN_LLM_MODEL"]  # given as --model instead
+        proc = warren(env, "run", "bridge_repair", "--seed", "3", "--policy", "llm", "--model", "scripted",
+                      "--max-history", "4", "--temperature", "0.3", "--trace", str(tmp_path / "t.jsonl"))
+    assert proc.returncode == 0, proc.stderr
+    assert "bridge_repair seed 3: completed" in proc.stdout
+    prompt = sum(len(json.dumps(r["messages"])) // 4 for r in model.requests)
+    assert f"tokens: {prompt:,} prompt" in proc.stdout, proc.stdout
+    assert all(r["temperature"] == 0.3 for r in model.requests)
+    assert max(sum(1 for m in r["messages"] if m["role"] == "assistant") for r in model.requests) == 4
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_unreachable_endpoint_is_one_clear_error_before_the_run() -> None:
+    env = {"OPENAI_BASE_URL": f"http://127.0.0.1:{_closed_port()}/v1", "OPENAI_API_KEY": "k"}
+    proc = warren(env, "run", "bridge_repair", "--policy", "llm", "--model", "m", "--trace", os.devnull)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "cannot reach the model endpoint" in proc.stderr and "OPENAI_BASE_URL" in proc.stderr
+    assert "Traceback" not in proc.stderr and "decisions" not in proc.stdout  # nothing ran
+    no_model = warren({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, "eval", "bridge_repair", "--seeds", "0",
+                      "--policy", "llm")
+    assert no_model.returncode == 2 and "no model: pass --model NAME" in no_model.stderr
+
+
+def test_a_refused_key_is_one_clear_error_before_the_run() -> None:
+    with scripted_model(lambda r: {"tool": "noop"}, key="sk-right") as model:
+        proc = warren(model.env(OPENAI_API_KEY="sk-wrong"), "eval", "bridge_repair", "--seeds", "0-1",
+                      "--policy", "llm")
+    assert proc.returncode == 2
+    assert "refused the API key (401" in proc.stderr and not model.requests
+
+
+@pytest.mark.slow
+def test_warren_eval_over_five_seeds_reports_completion_and_tokens(table: dict[str, dict[str, Any]]) -> None:
+    """``warren eval bridge_repair --seeds 0-4 --policy llm`` against the scripted model."""
+    with scripted_model(play_solution(table)) as model:
+        proc = warren(model.env(), "eval", "bridge_repair", "--seeds", "0-4", "--policy", "llm", "--json")
+        table_proc = warren(model.env(), "eval", "bridge_repair", "--seeds", "0-1", "--policy", "llm")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)["results"][0]
+    assert report["runs"] == 5 and report["completion_rate"] == 1.0
+    tokens = report["tokens"]
+    assert tokens["prompt_tokens"] > 0 and tokens["completion_tokens"] > 0
+    assert sum(s["tokens"]["prompt_tokens"] for s in report["per_seed"]) == tokens["prompt_tokens"]
+    assert table_proc.returncode == 0 and "tokens" in table_proc.stdout
+
+
+def _create(url: str) -> str:
+    response = httpx.post(f"{url}/v1/runs", params={"scenario": "bridge_repair", "seed": 3},
+                          json={"controlled_agents": ["engineer-1"], "npc_policy": "solution"})
+    assert response.status_code == 201, response.text
+    return str(response.json()["run_id"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("transport", ["http", "ws"])
+def test_warren_agent_with_policy_llm_plays_a_served_run_and_learns_verdicts(
+        served: str, transport: str, table: dict[str, dict[str, Any]]) -> None:
+    """Remote: the same policy through the SDK; receipts reach the model's history through ``on_receipt``."""
+    run = _create(served)
+    with scripted_model(play_solution(table)) as model:
+        proc = warren(model.env(), "agent", served, "--run", run, "--agent", "engineer-1", "--policy", "llm",
+                      "--transport", transport)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    assert f"{run} ended: completed" in proc.stdout
+    tool_messages = [m["content"] for r in model.requests for m in r["messages"] if m["role"] == "tool"]
+    assert any("verdict accepted" in c for c in tool_messages)
+    assert all(r["messages"][0]["content"].startswith("You are Sam the engineer (engineer-1") for r in model.requests)
