@@ -20,6 +20,7 @@ import attrs
 import trio
 
 from ..engine import NOOP, Observation, Policy, Simulation, briefing
+from ..engine.headless import answer_or_noop
 from ..protocol.converter import converter
 from ..protocol.models import Envelope, Receipt
 from ..protocol.verdicts import AgentLedger, Judgement, judge, record_acceptance
@@ -212,15 +213,11 @@ class Run:
             await trio.lowlevel.checkpoint()
 
     def _answer_npc(self, obs: Observation) -> None:
-        command = self.policies[obs.agent_id].decide(obs)
-        err = self.sim.validate(obs.agent_id, command)
-        if err:
-            self.journal.append({"kind": "invalid", "t": self.sim.time, "agent": obs.agent_id,
-                                 "observation_id": obs.observation_id, "command": command, "error": err})
-            command, source = dict(NOOP), "invalid"
-        else:
-            source = "npc"
-        self.sim.answer(obs.agent_id, command, source=source)
+        command, invalid = answer_or_noop(self.sim, obs.agent_id, obs.observation_id,
+                                          self.policies[obs.agent_id].decide(obs))
+        if invalid is not None:
+            self.journal.append(invalid)
+        self.sim.answer(obs.agent_id, command, source="npc" if invalid is None else "invalid")
 
     def _publish(self, ra: RemoteAgent, obs: Observation, deadline: float) -> None:
         ra.ledger.issue(obs.observation_id, obs.seq)
