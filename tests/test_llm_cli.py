@@ -34,6 +34,7 @@ def warren(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.
                           stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.slow
 def test_warren_run_with_policy_llm_completes_and_reports_tokens(table: dict[str, dict[str, Any]],
                                                                    tmp_path: Path) -> None:
     with scripted_model(play_solution(table)) as model:
@@ -55,23 +56,39 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_an_unreachable_endpoint_is_one_clear_error_before_the_run() -> None:
+def _main(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], env: dict[str, str],
+          *args: str) -> tuple[int, str, str]:
+    """``warren ARGS`` in this process (the error paths: no subprocess start-up to pay for)."""
+    from warren_sim.cli import main
+
+    for key in [k for k in os.environ if k.startswith(("OPENAI_", "WARREN_LLM_"))]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_an_unreachable_endpoint_is_one_clear_error_before_the_run(monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     env = {"OPENAI_BASE_URL": f"http://127.0.0.1:{_closed_port()}/v1", "OPENAI_API_KEY": "k"}
-    proc = warren(env, "run", "bridge_repair", "--policy", "llm", "--model", "m", "--trace", os.devnull)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "cannot reach the model endpoint" in proc.stderr and "OPENAI_BASE_URL" in proc.stderr
-    assert "Traceback" not in proc.stderr and "decisions" not in proc.stdout  # nothing ran
-    no_model = warren({"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, "eval", "bridge_repair", "--seeds", "0",
-                      "--policy", "llm")
-    assert no_model.returncode == 2 and "no model: pass --model NAME" in no_model.stderr
+    code, out, err = _main(monkeypatch, capsys, env, "run", "bridge_repair", "--policy", "llm", "--model", "m")
+    assert code == 2
+    assert err.startswith("warren run: --policy llm: cannot reach the model endpoint http://127.0.0.1:")
+    assert "OPENAI_BASE_URL" in err and out == ""  # nothing ran
+    code, _, err = _main(monkeypatch, capsys, {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, "eval", "bridge_repair",
+                         "--seeds", "0", "--policy", "llm")
+    assert code == 2 and "no model: pass --model NAME or set WARREN_LLM_MODEL" in err
 
 
-def test_a_refused_key_is_one_clear_error_before_the_run() -> None:
+def test_a_refused_key_is_one_clear_error_before_the_run(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
     with scripted_model(lambda r: {"tool": "noop"}, key="sk-right") as model:
-        proc = warren(model.env(OPENAI_API_KEY="sk-wrong"), "eval", "bridge_repair", "--seeds", "0-1",
-                      "--policy", "llm")
-    assert proc.returncode == 2
-    assert "refused the API key (401" in proc.stderr and not model.requests
+        code, out, err = _main(monkeypatch, capsys, model.env(OPENAI_API_KEY="sk-wrong"), "eval", "bridge_repair",
+                               "--seeds", "0-1", "--policy", "llm")
+    assert code == 2 and out == ""
+    assert "refused the API key (401: Incorrect API key provided)" in err and not model.requests
 
 
 @pytest.mark.slow
@@ -79,14 +96,18 @@ def test_warren_eval_over_five_seeds_reports_completion_and_tokens(table: dict[s
     """``warren eval bridge_repair --seeds 0-4 --policy llm`` against the scripted model."""
     with scripted_model(play_solution(table)) as model:
         proc = warren(model.env(), "eval", "bridge_repair", "--seeds", "0-4", "--policy", "llm", "--json")
+        before = len(model.requests)
         table_proc = warren(model.env(), "eval", "bridge_repair", "--seeds", "0-1", "--policy", "llm")
+        table_requests = model.requests[before:]
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)["results"][0]
     assert report["runs"] == 5 and report["completion_rate"] == 1.0
     tokens = report["tokens"]
-    assert tokens["prompt_tokens"] > 0 and tokens["completion_tokens"] > 0
-    assert sum(s["tokens"]["prompt_tokens"] for s in report["per_seed"]) == tokens["prompt_tokens"]
-    assert table_proc.returncode == 0 and "tokens" in table_proc.stdout
+    assert tokens["prompt"] == sum(len(json.dumps(r["messages"])) // 4 for r in model.requests[:-len(table_requests)])
+    assert tokens["completion"] > 0
+    assert sum(s["tokens"]["prompt"] for s in report["per_seed"]) == tokens["prompt"]
+    assert table_proc.returncode == 0, table_proc.stderr
+    assert "bridge_repair: tokens: " in table_proc.stdout and " prompt + " in table_proc.stdout
 
 
 def _create(url: str) -> str:

@@ -13,7 +13,9 @@ from ._common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
+    add_llm_options,
     add_scenarios_option,
+    apply_llm_options,
     apply_scenarios_option,
     cli_params,
     subparser,
@@ -36,6 +38,7 @@ def register(sub: Any) -> None:
                    help="exit 1 when a scenario's completion rate is below RATE (0..1)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     add_scenarios_option(p)
+    add_llm_options(p)
     p.set_defaults(func=cmd_eval)
 
 
@@ -48,6 +51,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     params = cli_params(args.param)
     if args.min_completion is not None and not 0 <= args.min_completion <= 1:
         raise UsageError(f"--min-completion must be a rate between 0 and 1, got {args.min_completion}")
+    apply_llm_options(args)
     live = sys.stderr.isatty() and not args.json
 
     def progress(name: str, i: int, total: int) -> None:

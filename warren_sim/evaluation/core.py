@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..engine import Simulation, run_headless
@@ -72,6 +73,27 @@ def score_of(sc: LoadedScenario, summary: dict[str, Any], sim: Simulation) -> fl
     return sum(1 for o in objectives if o["status"] == "completed") / len(objectives)
 
 
+def tokens_of(policies: Iterable[Any]) -> dict[str, int] | None:
+    """Token usage summed over a run's policies, or None when no policy reports any: a policy may expose
+    ``usage``, a dict with cumulative ``prompt_tokens`` and ``completion_tokens`` (the LLM policy does)."""
+    prompt = completion = 0
+    seen = False
+    for policy in policies:
+        usage = getattr(policy, "usage", None)
+        if isinstance(usage, Mapping):
+            seen = True
+            prompt += int(usage.get("prompt_tokens", 0) or 0)
+            completion += int(usage.get("completion_tokens", 0) or 0)
+    return {"prompt": prompt, "completion": completion} if seen else None
+
+
+def sum_tokens(rows: Iterable[dict[str, Any]]) -> dict[str, int] | None:
+    with_tokens = [r["tokens"] for r in rows if r.get("tokens") is not None]
+    if not with_tokens:
+        return None
+    return {"prompt": sum(t["prompt"] for t in with_tokens), "completion": sum(t["completion"] for t in with_tokens)}
+
+
 def run_one(sc: LoadedScenario, seed: int, policy: str, *, conflicts: bool = False) -> dict[str, Any]:
     """One headless run: its status, sim time, decisions, score (and conflicts when asked), plus wall time."""
     started = wall_seconds()
@@ -98,6 +120,9 @@ def run_one(sc: LoadedScenario, seed: int, policy: str, *, conflicts: bool = Fal
     if conflicts:
         out["conflicts"] = counts["conflicts"]
         out["rejected"] = counts["rejected"]
+    tokens = tokens_of(policies.values())
+    if tokens is not None:
+        out["tokens"] = tokens
     out["wall_s"] = wall_seconds() - started
     return out
 
@@ -132,6 +157,7 @@ def evaluate(scenario: str, seeds: list[int], policy: str = "solution", params: 
         "decisions": {"mean": _mean(decisions), "total": sum(decisions)},
         "score": {"mean": _mean(scores), "min": min(scores, default=0.0), "max": max(scores, default=0.0)},
         "conflicts": None,
+        "tokens": sum_tokens(runs),
         "not_completed": [{"reason": k, "runs": v} for k, v in reasons.most_common()],
         "wall_s": wall,
         "decisions_per_s": sum(decisions) / wall if wall > 0 else None,
@@ -178,6 +204,10 @@ def render_table(reports: list[dict[str, Any]], seeds_text: str) -> str:
         lines.append("  ".join(cells).rstrip())
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
+    for r in reports:
+        if r.get("tokens") is not None:
+            t = r["tokens"]
+            lines.append(f"  {r['scenario']}: tokens: {t['prompt']:,} prompt + {t['completion']:,} completion")
     for r in reports:
         for item in r["not_completed"]:
             lines.append(f"  {r['scenario']}: {item['runs']} run(s) {item['reason']}")
