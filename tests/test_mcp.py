@@ -162,12 +162,20 @@ async def test_a_lost_lease_and_an_ended_run_are_tool_errors_that_say_what_to_do
             assert "start warren mcp on a new run" in text_of(ended)
 
 
+@pytest.mark.slow
 def test_warren_mcp_that_cannot_start_exits_2_with_the_servers_reason(served: str) -> None:
     proc = subprocess.run([*WARREN, "mcp", served, "--run", "run-404", "--agent", "engineer-1"],
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == 2, proc.stderr
     assert "warren mcp: cannot start on" in proc.stderr and "404" in proc.stderr
     assert "Traceback" not in proc.stderr
-    usage = subprocess.run([*WARREN, "mcp", served, "--agent", "engineer-1"], capture_output=True, text=True,
-                           timeout=60, stdin=subprocess.DEVNULL)
-    assert usage.returncode == 2 and "--run RUN or --create SCENARIO" in usage.stderr
+
+
+def test_warren_mcp_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    from warren_sim.cli import main
+
+    assert main(["mcp", "http://127.0.0.1:9", "--agent", "engineer-1"]) == 2
+    assert "name the run with --run RUN or --create SCENARIO" in capsys.readouterr().err
+    assert main(["mcp", "http://127.0.0.1:9", "--agent", "engineer-1", "--create", "bridge_repair",
+                 "--lease", "l-x"]) == 2
+    assert "--lease resumes an agent of an existing run" in capsys.readouterr().err
