@@ -229,3 +229,24 @@ def test_configuration_errors_teach() -> None:
     local = LLMConfig.from_env({"WARREN_LLM_MODEL": "m", "OPENAI_BASE_URL": "http://localhost:11434/v1/",
                                 "WARREN_LLM_MAX_HISTORY": "3", "WARREN_LLM_TEMPERATURE": "0.2"})
     assert (local.base_url, local.max_history, local.temperature) == ("http://localhost:11434/v1", 3, 0.2)
+
+
+def test_a_command_the_rules_refuse_in_process_reaches_the_next_prompt_as_a_rejected_verdict(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``move_to``'s ``dest`` is free (any cell), so the schema passes ``nowhere:99,99``; the engine refuses it
+    (noop + ``invalid`` record) and the headless loop tells the policy through ``on_receipt``."""
+    replies = iter([{"tool": "move_to", "args": {"dest": "nowhere:99,99"}}])
+
+    def script(request: dict[str, Any]) -> dict[str, Any]:
+        if "(engineer-1, role engineer)" in request["messages"][0]["content"]:
+            return next(replies, {"tool": "sleep", "args": {"sleep_ms": 600_000}})
+        return {"tool": "sleep", "args": {"sleep_ms": 600_000}}
+
+    with scripted_model(script) as model:
+        _, records, _ = run_llm(monkeypatch, model.env())
+    refused = [r for r in records if r["kind"] == "invalid"]
+    assert len(refused) == 1 and refused[0]["command"] == {"action": "move_to", "args": {"dest": "nowhere:99,99"}}
+    engineer = [r for r in model.requests if "(engineer-1, role engineer)" in r["messages"][0]["content"]]
+    note = engineer[1]["messages"][3]
+    assert note["role"] == "tool" and note["content"].startswith('command move_to {"dest": "nowhere:99,99"}; verdict rejected: ')
+    assert refused[0]["error"] in note["content"]
