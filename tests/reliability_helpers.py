@@ -18,11 +18,6 @@ PROTO = {"X-Warren-Protocol": "warren-agent/0"}
 TEST_SCENARIOS = Path(__file__).parent / "scenarios"
 
 
-def full() -> bool:
-    """Long tests run in full when WARREN_FULL_TESTS=1, in a reduced form by default (CI stays fast)."""
-    return os.environ.get("WARREN_FULL_TESTS", "") == "1"
-
-
 class Served:
     """`python -m warren_sim.cli serve --port 0 ...` as a real process; ``url`` once it listens."""
 

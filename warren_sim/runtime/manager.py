@@ -16,8 +16,9 @@ import trio
 from ..protocol.models import RunCreate
 from ..scenarios import ScenarioError, instantiate, list_scenarios, load_scenario
 from .clock import WallMap
+from .errors import RunError
 from .journal import Journal
-from .run import Run, RunConfig, RunError
+from .run import Run, RunConfig
 
 
 @attrs.define

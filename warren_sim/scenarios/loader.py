@@ -28,7 +28,7 @@ from ..engine.tools import GENERIC_NAMES
 from ..engine.world import World, WorldError
 
 DATA_FILE = "scenario.toml"
-_PY_TYPES: dict[str, Any] = {"int": int, "float": (int, float), "str": str, "bool": bool}
+_PY_TYPES: dict[str, type[Any] | tuple[type[Any], ...]] = {"int": int, "float": (int, float), "str": str, "bool": bool}
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TRUE_TEXTS, _FALSE_TEXTS = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 

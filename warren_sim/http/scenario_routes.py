@@ -1,0 +1,52 @@
+"""Discovery routes: ``GET /v1`` (what this server is and speaks), ``GET /v1/scenarios``, ``GET /v1/scenarios/{name}``.
+
+They read scenario files and the app's URL map, never a run.
+"""
+
+from __future__ import annotations
+
+from quart import Response
+
+from .. import __version__
+from ..protocol import PROTOCOL_VERSION
+from ..runtime.errors import RunError
+from ..scenarios import ScenarioError, list_scenarios, load_scenario
+from .replies import reply
+from .state import WarrenApp
+
+__all__ = ["register_scenario_routes"]
+
+
+def register_scenario_routes(app: WarrenApp) -> None:
+    @app.route("/v1", methods=["GET"])
+    async def index() -> Response:
+        return reply({"protocol": PROTOCOL_VERSION, "server": f"warren {__version__}",
+                      "endpoints": [f"{r.methods and sorted(r.methods - {'HEAD', 'OPTIONS'})} {r.rule}"
+                                    for r in app.url_map.iter_rules() if r.rule.startswith("/v1")]})
+
+    @app.route("/v1/scenarios", methods=["GET"])
+    async def scenarios() -> Response:
+        out = []
+        for name in list_scenarios():
+            try:
+                spec = load_scenario(name).spec
+            except ScenarioError:
+                continue
+            out.append({"name": name, "title": spec.title, "premise": spec.premise,
+                        "agents": len(spec.agents)})
+        return reply({"scenarios": out})
+
+    @app.route("/v1/scenarios/<name>", methods=["GET"])
+    async def scenario(name: str) -> Response:
+        if name not in list_scenarios():
+            raise RunError(404, f"unknown scenario {name!r}; valid scenarios: {', '.join(list_scenarios())}")
+        spec = load_scenario(name).spec
+        return reply({
+            "name": name, "title": spec.title, "premise": spec.premise,
+            "roles": [{"name": r.name, "description": r.description, "tools": list(r.tools)} for r in spec.roles],
+            "agents": [{"agent_id": a.id, "role": a.role, "name": a.name} for a in spec.agents],
+            "objectives": [{"id": o.id, "description": o.description, "target": o.target,
+                            "deadline_ms": o.deadline_ms} for o in spec.objectives],
+            "parameters": [{"name": p.name, "type": p.type, "default": p.default, "description": p.description,
+                            "min": p.minimum, "max": p.maximum} for p in spec.params],
+        })
