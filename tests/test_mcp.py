@@ -88,6 +88,10 @@ async def test_tools_observe_act_and_receipts_in_process() -> None:
                     brief = await client.read_resource(session.uri)
                     assert '"premise": "Repair the storm-damaged bridge' in brief.contents[0].text
 
+                    bad_wait = await client.call_tool("observe", {"wait": "soon"})
+                    assert bad_wait.is_error and "wait must be a number of seconds" in text_of(bad_wait)
+                    unknown = await client.call_tool("fly", {})
+                    assert unknown.is_error and "unknown tool 'fly'; the tools are: observe, move_to" in text_of(unknown)
                     first = await client.call_tool("observe", {"wait": 5})
                     assert not first.is_error
                     assert text_of(first).startswith("[t=0s] You are Sam the engineer")

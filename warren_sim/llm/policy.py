@@ -44,9 +44,11 @@ def _client(config: LLMConfig) -> Any:
     if config in _clients:
         return _clients[config]
     try:
+        import jsonschema  # noqa: F401  (checks the model's arguments: part of the same extra)
         import openai
-    except ImportError:
-        raise LLMConfigError("--policy llm needs the openai package: pip install 'warren-sim[llm]'") from None
+    except ImportError as exc:
+        raise LLMConfigError(f"--policy llm needs the openai and jsonschema packages ({exc}): "
+                             "pip install 'warren-sim[llm]'") from None
     _clients[config] = openai.OpenAI(base_url=config.base_url, api_key=config.api_key, max_retries=0,
                                      timeout=config.timeout_s)
     return _clients[config]
@@ -65,9 +67,9 @@ def probe(config: LLMConfig, *, force: bool = False) -> None:
     key = (config.base_url, config.api_key, config.model)
     if key in _probed and not force:
         return
+    client = _client(config)  # first: a missing package is a LLMConfigError, not an ImportError
     import openai
 
-    client = _client(config)
     where = f"the model endpoint {config.base_url}"
     try:
         page = client.models.list(timeout=PROBE_TIMEOUT_S)

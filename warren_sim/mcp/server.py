@@ -117,7 +117,11 @@ class Session:
             return f"the WARREN server refused or failed the request: {exc}", None, True
 
     async def _observe(self, arguments: Mapping[str, Any]) -> tuple[str, Any, bool]:
-        wait = max(0.0, min(float(arguments.get("wait", DEFAULT_WAIT_S)), MAX_WAIT_S))
+        try:
+            wait = max(0.0, min(float(arguments.get("wait", DEFAULT_WAIT_S)), MAX_WAIT_S))
+        except (TypeError, ValueError):
+            return (f"wait must be a number of seconds between 0 and {MAX_WAIT_S:g}, got "
+                    f"{arguments.get('wait')!r}", None, True)
         outstanding = self.current is not None and not self.answered
         # An unanswered observation is still the one to answer: hand it back at once unless a newer one
         # superseded it (a zero-wait poll), instead of long-polling for a world that waits on this agent.
