@@ -107,7 +107,7 @@ def test_warren_eval_over_five_seeds_reports_completion_and_tokens(table: dict[s
     assert tokens["completion"] > 0
     assert sum(s["tokens"]["prompt"] for s in report["per_seed"]) == tokens["prompt"]
     assert table_proc.returncode == 0, table_proc.stderr
-    assert "bridge_repair: tokens: " in table_proc.stdout and " prompt + " in table_proc.stdout
+    assert "tokens: " in table_proc.stdout and " prompt + " in table_proc.stdout
 
 
 def _create(url: str) -> str:
