@@ -131,3 +131,29 @@ def test_warren_agent_with_policy_llm_plays_a_served_run_and_learns_verdicts(
     tool_messages = [m["content"] for r in model.requests for m in r["messages"] if m["role"] == "tool"]
     assert any("verdict accepted" in c for c in tool_messages)
     assert all(r["messages"][0]["content"].startswith("You are Sam the engineer (engineer-1") for r in model.requests)
+
+
+@pytest.mark.slow
+def test_after_a_rejected_verdict_warren_agent_asks_the_model_again_with_the_reason(
+        served: str, table: dict[str, dict[str, Any]]) -> None:
+    """The server refuses a move to a cell that does not exist; the observation is still outstanding, so
+    ``warren agent`` asks the model again, whose prompt now carries the verdict; the run still completes."""
+    run = _create(served)
+    solution = play_solution(table)
+    first = {"done": False}
+
+    def script(request: dict[str, Any]) -> dict[str, Any]:
+        if not first["done"]:
+            first["done"] = True
+            return {"tool": "move_to", "args": {"dest": "nowhere:99,99"}}
+        return solution(request)
+
+    with scripted_model(script) as model:
+        proc = warren(model.env(), "agent", served, "--run", run, "--agent", "engineer-1", "--policy", "llm")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    assert ">>> move_to {\"dest\": \"nowhere:99,99\"}  [rejected: " in proc.stdout
+    retry = model.requests[1]
+    assert retry["messages"][-1]["content"] == model.requests[0]["messages"][-1]["content"]  # the same observation
+    verdict = retry["messages"][3]
+    assert verdict["role"] == "tool" and "verdict rejected: " in verdict["content"] and "nowhere:99,99" in verdict["content"]
+    assert f"{run} ended: completed" in proc.stdout

@@ -160,6 +160,17 @@ def remote_command(command: Any) -> tuple[Any, str | None]:
     return command, None
 
 
+RETRIES_AFTER_REJECTION = 2
+
+
+def answers_again(policy: Any, receipt: Any, attempt: int) -> bool:
+    """After a ``rejected`` verdict the observation is still outstanding: a policy that hears receipts
+    (``on_receipt``, such as the LLM policy, which now has the reason in its prompt) decides again, up to
+    :data:`RETRIES_AFTER_REJECTION` more times; any other policy would only repeat itself."""
+    return (receipt.status == "rejected" and callable(getattr(policy, "on_receipt", None))
+            and attempt < RETRIES_AFTER_REJECTION)
+
+
 def after_receipt(policy: Any, receipt: Any) -> str:
     """Hand the receipt to a policy with ``on_receipt`` (the LLM policy puts verdicts in its next prompt);
     the decision's token usage, when the policy reports one, as text for the log line."""

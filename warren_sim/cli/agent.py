@@ -16,10 +16,12 @@ from typing import Any
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
+    RETRIES_AFTER_REJECTION,
     UsageError,
     add_llm_options,
     add_scenarios_option,
     after_receipt,
+    answers_again,
     apply_llm_options,
     apply_scenarios_option,
     remote_command,
@@ -117,12 +119,15 @@ def cmd_agent(args: argparse.Namespace) -> int:
                     policy = remote_policy(factory, args.agent, briefing)
                     for obs in agent.observations(wait=args.wait):
                         print(f"\n--- {obs.observation_id} ---\n{obs.text}")
-                        command, invalid = remote_command(policy.decide(obs))
-                        if invalid is not None:
-                            print(f"(invalid: {invalid}; sending a noop)")
-                        receipt = agent.submit(obs, command)
-                        extra = after_receipt(policy, receipt)
-                        print(f">>> {show_command(command)}  [{show_receipt(receipt)}]{extra}", flush=True)
+                        for attempt in range(RETRIES_AFTER_REJECTION + 1):
+                            command, invalid = remote_command(policy.decide(obs))
+                            if invalid is not None:
+                                print(f"(invalid: {invalid}; sending a noop)")
+                            receipt = agent.submit(obs, command)
+                            extra = after_receipt(policy, receipt)
+                            print(f">>> {show_command(command)}  [{show_receipt(receipt)}]{extra}", flush=True)
+                            if not answers_again(policy, receipt, attempt):
+                                break
                 except KeyboardInterrupt:
                     agent.detach()  # before leaving `with`, which would release the agent otherwise
                     raise
@@ -168,12 +173,15 @@ async def _agent_ws_main(args: argparse.Namespace, held: dict[str, str]) -> int:
                     policy = remote_policy(factory, args.agent, briefing)
                     async for obs in agent.observations(wait=args.wait):
                         print(f"\n--- {obs.observation_id} ---\n{obs.text}")
-                        command, invalid = remote_command(policy.decide(obs))
-                        if invalid is not None:
-                            print(f"(invalid: {invalid}; sending a noop)")
-                        receipt = await agent.submit(obs, command)
-                        extra = after_receipt(policy, receipt)
-                        print(f">>> {show_command(command)}  [{show_receipt(receipt)}]{extra}", flush=True)
+                        for attempt in range(RETRIES_AFTER_REJECTION + 1):
+                            command, invalid = remote_command(policy.decide(obs))
+                            if invalid is not None:
+                                print(f"(invalid: {invalid}; sending a noop)")
+                            receipt = await agent.submit(obs, command)
+                            extra = after_receipt(policy, receipt)
+                            print(f">>> {show_command(command)}  [{show_receipt(receipt)}]{extra}", flush=True)
+                            if not answers_again(policy, receipt, attempt):
+                                break
                 except KeyboardInterrupt:
                     agent.detach()
                     raise
