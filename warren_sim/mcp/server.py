@@ -167,7 +167,13 @@ def envelope_parts(obs: Observation) -> dict[str, Any]:
 
 def receipt_parts(receipt: Receipt) -> dict[str, Any]:
     return {"command_id": receipt.command_id, "observation_id": receipt.observation_id, "status": receipt.status,
-            "detail": receipt.detail, "outcome": receipt.outcome, "outcome_reason": receipt.outcome_reason}
+            "detail": receipt.detail, "outcome": receipt.outcome, "outcome_reason": receipt.outcome_reason,
+            "conflict": _plain(getattr(receipt, "conflict", None))}
+
+
+def _plain(value: Any) -> Any:
+    """An attrs model (the receipt's conflict) as plain JSON data for structured content."""
+    return attrs.asdict(value) if attrs.has(type(value)) else value
 
 
 def receipt_text(receipt: Receipt, current: Observation | None) -> str:
