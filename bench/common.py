@@ -140,7 +140,7 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    versions = {}
+    versions: dict[str, str | None] = {}
     for dist in ("trio", "hypercorn", "quart", "quart-trio", "httpx", "h11", "wsproto", "trio-websocket", "simpy",
                  "pyinstrument", "attrs", "cattrs"):
         try:

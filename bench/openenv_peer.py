@@ -74,7 +74,7 @@ def _serve_main(root: Path) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
     sys.path.insert(0, str(root))  # the generated package's fallback imports: models, server.app
-    from server.app import app  # type: ignore[import-not-found]
+    from server.app import app
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

@@ -88,7 +88,7 @@ def run(opts: Options) -> dict[str, Any]:
                 peer.stop()
     results, rows = [], []
     for m, rs in raw.items():
-        res = {"mode": m, "agents": AGENTS_OF.get(m, AGENTS), "duration_s": duration, "repeats": reps,
+        res: dict[str, Any] = {"mode": m, "agents": AGENTS_OF.get(m, AGENTS), "duration_s": duration, "repeats": reps,
                "decisions_per_s": summary(r["decisions_per_s"] for r in rs),
                "latency_p50_ms": summary(r["latency_ms"]["p50"] for r in rs),
                "latency_p99_ms": summary(r["latency_ms"]["p99"] for r in rs),
