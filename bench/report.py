@@ -85,7 +85,16 @@ def warp(d: dict[str, Any]) -> str:
     return _table(["measure (s)", "median (min-max)"], rows)
 
 
-RENDER = {"engine": engine, "protocol": protocol, "scale": scale, "warp": warp, "ws": ws}
+def rl(d: dict[str, Any]) -> str:
+    rows = [[str(r["controlled"]), _stat(r["agent_steps_per_s"]), _stat(r["env_steps_per_s"]),
+             _stat(r["env_decisions_per_s"]), _stat(r["headless_bare_decisions_per_s"]),
+             _stat(r["headless_reading_decisions_per_s"]), _stat(r["ratio_bare"], 3), _stat(r["ratio_same_work"], 3)]
+            for r in d["results"]]
+    return _table(["K controlled", "agent-steps/s", "env steps/s", "env decisions/s", "headless bare decisions/s",
+                   "headless reading decisions/s", "ratio bare", "ratio same work"], rows)
+
+
+RENDER = {"engine": engine, "protocol": protocol, "scale": scale, "warp": warp, "ws": ws, "rl": rl}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from tiers import sizes
 from warren_sim.runtime.clock import wall_seconds
 
 REPO = Path(__file__).resolve().parents[1]
-NAMES = ("engine", "protocol", "scale", "warp", "ws")
+NAMES = ("engine", "protocol", "scale", "warp", "ws", "rl")
 
 pytestmark = pytest.mark.bench
 
@@ -28,7 +28,7 @@ def test_quick_benchmarks_run_and_write_their_json(tmp_path, names):
     """Every sub-benchmark runs in quick mode and writes <out>/<name>.json with its targets."""
     t0 = wall_seconds()
     done = subprocess.run([sys.executable, "-m", "bench", *names, "--quick", "--out", str(tmp_path)], cwd=REPO,
-                          capture_output=True, text=True, timeout=170)
+                          capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     for name in names:
         data = json.loads((tmp_path / f"{name}.json").read_text())
