@@ -72,7 +72,7 @@ def validate(sim: Simulation, agent: Agent, pending: Pending, command: dict[str,
         if value in choices:
             continue
         if name == "move_to" and param == "dest":
-            if value == pending.observation.observation["you"]["place"]:
+            if value == pending.observation.view["you"]["place"]:
                 return f"args.dest: you are already at {value}; choose another place ({_list(choices)}) or a cell"
             cell = parse_cell(value)
             if cell is not None and sim.world.valid_cell(cell):
