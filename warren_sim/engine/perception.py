@@ -285,7 +285,7 @@ OBSERVATION_FIELDS: dict[str, Callable[[Observation], Any]] = {
     "visible": _f_visible,
     "messages": lambda o: o._captured[0],
     "messages_dropped": lambda o: o._captured[1],
-    "events": lambda o: o._captured[2],
+    "events": lambda o: [e if type(e) is dict else e.build() for e in o._captured[2]],
     "events_dropped": lambda o: o._captured[3],
     "objectives": lambda o: o._sim.objective_views(),
     "tools": _f_tools,

@@ -191,14 +191,27 @@ def _check_work(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any])
     return None
 
 
-def start(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> tuple[int, Cell | None]:
-    """Duration (ms) of a durative action that passed ``check``, and its destination for moves."""
+def plan(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> tuple[str | None, int, Cell | None]:
+    """``check`` and ``start`` in one pass, for adjudication: (why it fails or None, duration ms, destination).
+
+    A move resolves its destination and routes once here, where ``check`` then ``start`` did both twice.
+    The duration is 0 for instant tools.
+    """
     if tool.name == "move_to":
-        dest = sim.world.resolve_cell(args["dest"])
-        steps, _ = sim.world.route(agent.cell, dest)
-        return max(1, steps * sim.conv.step_ms), dest
+        w = sim.world
+        dest = w.resolve_cell(args["dest"])
+        place = w.place_of(dest)
+        if dest == agent.cell or (place is not None and place == w.place_of(agent.cell)):
+            return f"you are already at {args['dest']}", 0, None
+        steps, why = w.route(agent.cell, dest)
+        if why:
+            return why, 0, None
+        return None, max(1, steps * sim.conv.step_ms), dest
+    err = check(sim, agent, tool, args)
+    if err or not tool.durative:
+        return err, 0, None
     assert tool.work is not None
-    return max(1, tool.work.duration_ms), None
+    return None, max(1, tool.work.duration_ms), None
 
 
 def finish(sim: Simulation, agent: Agent, action: Any) -> str | None:

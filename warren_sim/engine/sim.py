@@ -57,6 +57,26 @@ class ObjectiveState:
         }
 
 
+class OutcomeEvent:
+    """An outcome the agent will perceive, kept as its facts until its observation's ``events`` are read.
+
+    Most outcomes of a headless run are never read as prose (a policy looks at its inventory, not at
+    "your move_to (a#3) was completed"), so the dict and its text are built by :meth:`build`, on demand.
+    """
+
+    __slots__ = ("observation_id", "outcome", "reason", "time", "tool")
+
+    def __init__(self, time: int, observation_id: str, tool: str, outcome: str, reason: str) -> None:
+        self.time, self.observation_id, self.tool, self.outcome, self.reason = (time, observation_id, tool,
+                                                                                 outcome, reason)
+
+    def build(self) -> dict[str, Any]:
+        text = f"your {self.tool} ({self.observation_id}) was {self.outcome}" + (
+            f": {self.reason}" if self.reason else "")
+        return {"time": self.time, "kind": "outcome", "observation_id": self.observation_id, "action": self.tool,
+                "outcome": self.outcome, "reason": self.reason, "text": text}
+
+
 @attrs.define(eq=False)
 class Pending:
     """An outstanding observation of the current batch and, once given, its answer."""
@@ -234,7 +254,8 @@ class Simulation:
         order = sorted(self.pending)
         self.rng.shuffle(order)
         t = self.time
-        self._emit({"kind": "batch", "t": t, "order": order})
+        if self.record:
+            self._emit({"kind": "batch", "t": t, "order": order})
         for aid in order:
             p = self.pending[aid]
             self.decisions += 1
@@ -262,7 +283,7 @@ class Simulation:
         if "action" in cmd:
             tool = self.tools[cmd["action"]]
             args = cmd.get("args", {})
-            err = rules.check(self, agent, tool, args)
+            err, duration, dest = rules.plan(self, agent, tool, args)
             if err:
                 self._outcome(agent, oid, "rejected", err, tool.name, rules.conflict(self, agent, tool, args))
                 self._wake(agent, t + self.conv.tick_ms, "interrupted")
@@ -271,7 +292,6 @@ class Simulation:
             if current is not None:
                 self._interrupt(agent, current, f"replaced by {tool.name} at t={t}ms")
             if tool.durative:
-                duration, dest = rules.start(self, agent, tool, args)
                 self._action_token += 1
                 action = Action(agent.id, tool.lane, tool.name, args, oid, t, t + duration,
                                 self._action_token, dest)
@@ -323,10 +343,8 @@ class Simulation:
             if conflict is not None:  # only on conflicts: every other record keeps its bytes
                 rec["conflict"] = conflict
             self._emit(rec)
-        if tool is not None:
-            text = f"your {tool} ({observation_id}) was {outcome}" + (f": {reason}" if reason else "")
-            self.tell_event(agent, {"kind": "outcome", "observation_id": observation_id, "action": tool,
-                                    "outcome": outcome, "reason": reason, "text": text})
+        if tool is not None:  # the event's dict and prose are made only if the agent's events are read
+            self._tell(agent, OutcomeEvent(self.time, observation_id, tool, outcome, reason))
 
     def _wake(self, agent: Agent, time: int, reason: str) -> None:
         """Schedule the agent's next wake unless an earlier one is already due."""
@@ -342,10 +360,15 @@ class Simulation:
         self.sched.push(time, WAKE, agent.id, agent.wake_token)
 
     def tell_event(self, agent: Agent, event: dict[str, Any]) -> None:
-        event = {"time": self.time, **event}
-        agent.events.append(event)
-        if len(agent.events) > MAX_EVENTS:
-            del agent.events[0]
+        self._tell(agent, {"time": self.time, **event})
+
+    @staticmethod
+    def _tell(agent: Agent, event: dict[str, Any] | OutcomeEvent) -> None:
+        """Append an event (a dict with its time, or one still to be built) to what the agent perceives next."""
+        events = agent.events
+        events.append(event)
+        if len(events) > MAX_EVENTS:
+            del events[0]
             agent.events_dropped += 1
 
     def notify_place(self, cell: Any, event: dict[str, Any], actor: str | None) -> None:
@@ -354,10 +377,14 @@ class Simulation:
         if self.record:
             self._emit({"kind": "event", "t": self.time, "event": event["kind"],
                         **{k: v for k, v in event.items() if k != "kind"}})
+        shared = None  # one dict for every recipient (events are read, never changed)
+        agents = self.world.agents
         for aid in self.world.agents_in_reach(cell):
             if aid == actor:
                 continue
-            self.tell_event(self.world.agents[aid], event)
+            if shared is None:
+                shared = {"time": self.time, **event}
+            self._tell(agents[aid], shared)
             self._event_wakes.append(aid)
 
     def _flush_event_wakes(self) -> None:
@@ -398,7 +425,8 @@ class Simulation:
     def _check_objectives_end(self) -> None:
         if self.ended:
             return
-        if self.objectives and all(o.status == "completed" for o in self.objectives.values()):
+        objectives = self.objectives
+        if objectives and all(o.status == "completed" for o in objectives.values()):
             self._end("completed", "every objective is met")
 
     def _deadline(self, key: str, token: Any) -> None:

@@ -69,7 +69,7 @@ class Agent:
     wake_time: int = -1
     wake_reason: str = ""
     wake_token: int = 0
-    events: list[dict[str, Any]] = attrs.Factory(list)
+    events: list[Any] = attrs.Factory(list)  # dicts, or sim.OutcomeEvent still to be built
     events_dropped: int = 0
     messages: list[dict[str, Any]] = attrs.Factory(list)
     messages_dropped: int = 0
