@@ -25,6 +25,16 @@ COMMAND_KEYS = ("action", "sleep_ms", "noop")
 
 
 def validate(sim: Simulation, agent: Agent, pending: Pending, command: dict[str, Any]) -> str | None:
+    # Fast paths for the well-formed shapes; anything else takes the full path below, which says what is wrong.
+    n = len(command)
+    if "action" in command and (n == 1 or (n == 2 and "args" in command)):
+        return _validate_action(sim, agent, pending, command)
+    if n == 1:
+        ms = command.get("sleep_ms")
+        if type(ms) is int and 0 <= ms <= MAX_SLEEP_MS:
+            return None
+        if command.get("noop") is True:
+            return None
     present = [k for k in COMMAND_KEYS if k in command]
     if len(present) != 1:
         return ("a command is exactly one of {\"action\": ..., \"args\": {...}}, {\"sleep_ms\": n} or "
@@ -45,6 +55,10 @@ def validate(sim: Simulation, agent: Agent, pending: Pending, command: dict[str,
         if not 0 <= ms <= MAX_SLEEP_MS:
             return f"sleep_ms must be between 0 and {MAX_SLEEP_MS}, got {ms}"
         return None
+    return _validate_action(sim, agent, pending, command)
+
+
+def _validate_action(sim: Simulation, agent: Agent, pending: Pending, command: dict[str, Any]) -> str | None:
     name = command["action"]
     if not isinstance(name, str):
         return f"action must be a tool name (a string), got {type(name).__name__} {name!r}; your tools: " \

@@ -14,6 +14,8 @@ scheduler's ``(time, priority, seq)`` keys.
 from __future__ import annotations
 
 import random
+from heapq import heappop
+from operator import attrgetter
 from typing import Any
 
 import attrs
@@ -30,6 +32,7 @@ REASON_RANK = {"interrupted": 0, "done": 1, "message": 2, "event": 3, "timer": 4
 WAKE_REASONS = tuple(REASON_RANK)
 END_STATUSES = ("completed", "failed", "cancelled")
 MAX_EVENTS = 32
+_by_id = attrgetter("id")
 
 
 class EngineError(RuntimeError):
@@ -157,30 +160,32 @@ class Simulation:
         """Run time forward to the next instant where agents wake; return that batch of observations."""
         if self.pending:
             raise EngineError("adjudicate the current batch before advancing")
+        heap = self.sched.heap
+        agents = self.world.agents
         while not self.ended:
-            t = self.sched.peek_time()
-            if t is None:
+            if not heap:
                 self._end("failed", "nothing left to happen")
                 break
+            t = heap[0][0]
             self.time = t
             woken: list[Agent] = []
-            while self.sched.peek_time() == t and not self.ended:
-                _, prio, key, token = self.sched.pop()
-                if prio == COMPLETION:
-                    self._complete(key, token)
-                elif prio == DEADLINE:
-                    self._deadline(key, token)
-                else:
-                    agent = self.world.agents[key]
+            while heap and heap[0][0] == t and not self.ended:
+                _, prio, _, key, token = heappop(heap)
+                if prio == WAKE:
+                    agent = agents[key]
                     if agent.wake_token == token and agent.wake_time == t:
                         woken.append(agent)
-                if self.sched.peek_time() != t:
+                elif prio == COMPLETION:
+                    self._complete(key, token)
+                else:
+                    self._deadline(key, token)
+                if not heap or heap[0][0] != t:
                     self._flush_event_wakes()
             self._check_objectives_end()
             if self.ended:
                 break
             if woken:
-                woken.sort(key=lambda a: a.id)
+                woken.sort(key=_by_id)
                 observations = []
                 for agent in woken:
                     reason = agent.wake_reason
@@ -426,8 +431,12 @@ class Simulation:
         if self.ended:
             return
         objectives = self.objectives
-        if objectives and all(o.status == "completed" for o in objectives.values()):
-            self._end("completed", "every objective is met")
+        if not objectives:
+            return
+        for o in objectives.values():  # a loop, not all(<generator>): this runs twice per batch
+            if o.status != "completed":
+                return
+        self._end("completed", "every objective is met")
 
     def _deadline(self, key: str, token: Any) -> None:
         self._check_objectives_end()
