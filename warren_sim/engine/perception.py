@@ -40,12 +40,13 @@ class ObservationView(Mapping[str, Any]):
         self._built: dict[str, Any] = {}
 
     def __getitem__(self, key: str) -> Any:
-        built = self._built
-        if key in built:
-            return built[key]
+        try:
+            return self._built[key]
+        except KeyError:
+            pass
         build = self._builders[key]  # KeyError for a field that does not exist, as for a dict
         self._obs._check_fresh()
-        value = built[key] = build(self._obs)
+        value = self._built[key] = build(self._obs)
         return value
 
     def __iter__(self) -> Iterator[str]:

@@ -244,11 +244,13 @@ def finish(sim: Simulation, agent: Agent, action: Any) -> str | None:
 def _move(sim: Simulation, agent: Agent, dest: Cell) -> None:
     w = sim.world
     origin = agent.cell
-    sim.notify_place(origin, {"kind": "left", "agent": agent.id, "where": w.where_name(origin),
-                              "text": f"{agent.id} left {w.where_name(origin)}"}, agent.id)
+    where = w.where_name(origin)
+    sim.notify_place(origin, {"kind": "left", "agent": agent.id, "where": where,
+                              "text": f"{agent.id} left {where}"}, agent.id)
     w.move_agent(agent, dest)
-    sim.notify_place(dest, {"kind": "arrived", "agent": agent.id, "where": w.where_name(dest),
-                            "text": f"{agent.id} arrived at {w.where_name(dest)}"}, agent.id)
+    where = w.where_name(dest)
+    sim.notify_place(dest, {"kind": "arrived", "agent": agent.id, "where": where,
+                            "text": f"{agent.id} arrived at {where}"}, agent.id)
 
 
 def apply_instant(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> None:

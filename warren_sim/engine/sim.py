@@ -253,22 +253,24 @@ class Simulation:
 
     def adjudicate(self) -> None:
         """Apply every answer of the batch, in a permutation of agent ids drawn from the seeded RNG."""
-        missing = self.unanswered()
-        if missing:
-            raise EngineError(f"answers missing for {', '.join(sorted(missing))}")
-        order = sorted(self.pending)
+        pending = self.pending
+        for p in pending.values():
+            if p.answer is None:
+                raise EngineError(f"answers missing for {', '.join(sorted(self.unanswered()))}")
+        order = sorted(pending)
         self.rng.shuffle(order)
         t = self.time
         if self.record:
             self._emit({"kind": "batch", "t": t, "order": order})
+        agents = self.world.agents
+        self.decisions += len(order)
         for aid in order:
-            p = self.pending[aid]
-            self.decisions += 1
+            p = pending[aid]
             if self.record:
                 self._emit({"kind": "command", "t": t, "agent": aid,
                             "observation_id": p.observation.observation_id,
                             "command": p.answer, "source": p.source})
-            self._apply(self.world.agents[aid], p)
+            self._apply(agents[aid], p)
         self.pending.clear()
         self.batch = None
         self.batch_no += 1
