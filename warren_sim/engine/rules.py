@@ -60,6 +60,16 @@ def validate(sim: Simulation, agent: Agent, pending: Pending, command: dict[str,
 
 def _validate_action(sim: Simulation, agent: Agent, pending: Pending, command: dict[str, Any]) -> str | None:
     name = command["action"]
+    if name == "move_to" and name in agent.tools:
+        # The commonest command, accepted without building the list of places (move_to is always available):
+        # valid args naming another place, or a cell of the map. Anything else takes the path below.
+        args = command.get("args")
+        if type(args) is dict and check_args(name, sim.tools[name].input_schema, args) is None:
+            w = sim.world
+            dest = args["dest"]
+            if dest != w.place_of(agent.cell) and (dest in w.places or (
+                    (cell := parse_cell(dest)) is not None and w.valid_cell(cell))):
+                return None
     if not isinstance(name, str):
         return f"action must be a tool name (a string), got {type(name).__name__} {name!r}; your tools: " \
                + ", ".join(agent.tools)
