@@ -211,6 +211,10 @@ def _p_name(o: Observation) -> str | None:
     return o._sim.world.place_of(o._agent.cell)
 
 
+def _p_cell(o: Observation) -> str:
+    return cell_name(o._agent.cell)
+
+
 def _p_description(o: Observation) -> str:
     w = o._sim.world
     place = w.place_of(o._agent.cell)
@@ -233,7 +237,7 @@ def _p_structures(o: Observation) -> list[dict[str, Any]]:
 
 
 PLACE_FIELDS: dict[str, Callable[[Observation], Any]] = {
-    "name": _p_name, "cell": lambda o: cell_name(o._agent.cell), "description": _p_description,
+    "name": _p_name, "cell": _p_cell, "description": _p_description,
     "items": _p_items, "agents": _p_agents, "structures": _p_structures,
 }
 
@@ -277,18 +281,47 @@ def _f_tools(o: Observation) -> list[dict[str, Any]]:
             for t in o._agent.tools]
 
 
+def _f_agent(o: Observation) -> str:
+    return o.agent_id
+
+
+def _f_time(o: Observation) -> int:
+    return o.time
+
+
+def _f_messages(o: Observation) -> list[dict[str, Any]]:
+    return o._captured[0]
+
+
+def _f_messages_dropped(o: Observation) -> int:
+    return o._captured[1]
+
+
+def _f_events(o: Observation) -> list[dict[str, Any]]:
+    """Events as dicts: an outcome kept as its facts (``sim.OutcomeEvent``) is built now, when first read."""
+    return [e if type(e) is dict else e.build() for e in o._captured[2]]
+
+
+def _f_events_dropped(o: Observation) -> int:
+    return o._captured[3]
+
+
+def _f_objectives(o: Observation) -> list[dict[str, Any]]:
+    return o._sim.objective_views()
+
+
 OBSERVATION_FIELDS: dict[str, Callable[[Observation], Any]] = {
-    "agent": lambda o: o.agent_id,
-    "time": lambda o: o.time,
+    "agent": _f_agent,
+    "time": _f_time,
     "busy": _f_busy,
     "you": _f_you,
     "place": _f_place,
     "visible": _f_visible,
-    "messages": lambda o: o._captured[0],
-    "messages_dropped": lambda o: o._captured[1],
-    "events": lambda o: [e if type(e) is dict else e.build() for e in o._captured[2]],
-    "events_dropped": lambda o: o._captured[3],
-    "objectives": lambda o: o._sim.objective_views(),
+    "messages": _f_messages,
+    "messages_dropped": _f_messages_dropped,
+    "events": _f_events,
+    "events_dropped": _f_events_dropped,
+    "objectives": _f_objectives,
     "tools": _f_tools,
 }
 
