@@ -22,7 +22,9 @@ from ._common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
+    add_llm_options,
     add_scenarios_option,
+    apply_llm_options,
     apply_scenarios_option,
     cli_params,
     subparser,
@@ -62,6 +64,7 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     add_scenarios_option(p)
+    add_llm_options(p)
     p.set_defaults(func=cmd_eval)
 
 
@@ -125,6 +128,7 @@ def _duration(seconds: float) -> str:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     apply_scenarios_option(args)  # $WARREN_SCENARIOS: worker processes and a local Ray see it too
+    apply_llm_options(args)
     if args.min_completion is not None and not 0 <= args.min_completion <= 1:
         raise UsageError(f"--min-completion must be a rate between 0 and 1, got {args.min_completion}")
     if args.address is not None and not args.ray:
