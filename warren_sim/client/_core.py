@@ -544,9 +544,21 @@ class AgentHandleBase:
                 f"{' ended ' + self.run_status if self.run_status else ''}>")
 
 
-def run_create_body(controlled_agents: Iterable[str], npc_policy: str, pace: float | None,
+#: ``controlled_agents`` of ``create_run``: agent ids, ``"all"``, or ``{"role": ROLE}`` (every agent of a role)
+ControlledAgents = Iterable[str] | Mapping[str, str]
+
+
+def run_create_body(controlled_agents: ControlledAgents, npc_policy: str, pace: float | None,
                     decision_deadline_s: float, params: Mapping[str, Any] | None) -> dict[str, Any]:
-    if isinstance(controlled_agents, str):
-        raise TypeError("controlled_agents is a list of agent ids, not one string")
-    return {"controlled_agents": list(controlled_agents), "npc_policy": npc_policy, "pace": pace,
+    selector: Any
+    if controlled_agents == "all":
+        selector = "all"
+    elif isinstance(controlled_agents, str):
+        raise TypeError(f'controlled_agents is a list of agent ids, "all" or {{"role": ROLE}}, not the string '
+                        f"{controlled_agents!r}")
+    elif isinstance(controlled_agents, Mapping):
+        selector = dict(controlled_agents)
+    else:
+        selector = list(controlled_agents)
+    return {"controlled_agents": selector, "npc_policy": npc_policy, "pace": pace,
             "decision_deadline_s": decision_deadline_s, "params": dict(params or {})}
