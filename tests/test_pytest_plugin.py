@@ -11,6 +11,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -205,9 +206,13 @@ def test_fixtures_leave_no_thread_socket_or_directory(pytester: pytest.Pytester,
     assert list(tmp.iterdir()) == []
 
 
-def test_marker_and_ini_option_are_registered_and_checked(pytester: pytest.Pytester) -> None:
-    """``--strict-markers`` accepts ``warren`` (so it is registered); ``warren_rate`` sets the rate; the marker overrides it; a bad
-    option or rate fails the test with a teaching message."""
+def test_marker_and_ini_option_are_registered_and_checked(pytester: pytest.Pytester,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--strict-markers`` accepts ``warren`` (so it is registered); ``warren_rate`` sets the rate; the marker
+    overrides it; a bad option or rate fails the test with a teaching message; nothing is left in the temp
+    directory, failed setups included."""
+    tmp = pytester.mkdir("tmp")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # in-process: where mkdtemp makes data directories
     pytester.makeini("[pytest]\nwarren_rate = 250\n")
     pytester.makepyfile(test_options='''
 import pytest
@@ -231,6 +236,7 @@ def test_bad_rate(warren_server):
     result.assert_outcomes(passed=2, errors=2)
     result.stdout.fnmatch_lines(["*unknown WARREN server option(s) lease_tll*known:*lease_ttl*",
                                  "*clock rate must be a finite number > 0*"])
+    assert list(tmp.iterdir()) == []
 
 
 # ------------------------------------------------------------------------------------ costs nothing unused

@@ -84,10 +84,11 @@ class WarrenServer:
     @classmethod
     def open(cls, rate: float = 1.0, data_dir: Path | None = None, **options: Any) -> WarrenServer:
         """Start a server (its own temporary data directory unless ``data_dir`` is given)."""
-        make_clock(rate)  # a teaching ValueError for a bad rate, before any thread starts
+        make_clock(rate)  # teaching errors for a bad rate or option, before anything is created
+        options = server_options(dict(options))
         owns = data_dir is None
         path = Path(tempfile.mkdtemp(prefix="warren-test-")) if data_dir is None else Path(data_dir)
-        server = cls(path, float(rate), server_options(dict(options)), owns_data_dir=owns)
+        server = cls(path, float(rate), options, owns_data_dir=owns)
         try:
             server._start()
         except BaseException:
