@@ -20,11 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 
-from .engine import Simulation
+from .engine import Batch, Simulation
 from .scenarios import ScenarioError, load_scenario
 
 # Records the runtime (server or headless loop) writes; every other kind comes from the engine.
@@ -100,7 +101,10 @@ def replay_journal(path: str | Path) -> ReplayResult:
     return replay_records(read_journal(path), str(path))
 
 
-def replay_records(records: list[dict[str, Any]], where: str = "the journal") -> ReplayResult:
+def replay_records(records: list[dict[str, Any]], where: str = "the journal",
+                   on_batch: Callable[[Batch], bool] | None = None) -> ReplayResult:
+    """Replay ``records``; ``on_batch`` sees each batch before it is answered (the only moment its
+    observations can be read) and returns True to stop the replay there (the result then says so)."""
     run = next((r for r in records if r["kind"] == "run"), None)
     if run is None:
         raise JournalError(f"{where} has no 'run' record (the engine's first record, naming scenario, seed and "
@@ -152,6 +156,9 @@ def replay_records(records: list[dict[str, Any]], where: str = "the journal") ->
             batch = sim.advance()
             if not drain() or batch is None:
                 break
+            if on_batch is not None and on_batch(batch):
+                note = f"stopped at t={sim.time} as asked"
+                return ReplayResult(True, len(expected), run_id, scenario, seed, status, None, note)
             if (end := cancel_due()) is not None:  # cancelled while this batch waited for answers
                 sim.cancel(str(end.get("reason", "cancelled")))
                 drain()
@@ -215,6 +222,8 @@ def register(sub: Any) -> None:
                        "identical")
     p.add_argument("journal", type=Path, help="a served run's journal (DATA_DIR/run-N.jsonl, GET "
                    "/v1/runs/{run}/journal) or a `warren run --trace` file")
+    p.add_argument("--html", type=Path, metavar="OUT.html", help="also write the viewer with this journal "
+                   "embedded: one self-contained file that opens from disk (attach it to a bug report)")
     p.set_defaults(func=cmd_replay)
 
 
@@ -226,7 +235,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
     import sys
 
     try:
-        result = replay_journal(args.journal)
+        records = read_journal(args.journal)
+        result = replay_records(records, str(args.journal))
+        if getattr(args, "html", None) is not None:
+            from .viewer_page import write_html
+
+            try:
+                size = write_html(records, str(args.html))
+            except OSError as exc:
+                print(f"warren replay: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
+                return 2
+            print(f"viewer: {args.html} ({size:,} bytes; open it in a browser, no server needed)")
     except JournalError as exc:
         print(f"warren replay: {exc}", file=sys.stderr)
         return 2

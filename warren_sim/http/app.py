@@ -29,6 +29,7 @@ from ..runtime.run import RunError
 from ..scenarios import ScenarioError, list_scenarios, load_scenario
 from .docs_routes import register_docs_routes
 from .stream_routes import register_stream_routes
+from .viewer_routes import register_viewer_routes
 
 
 class BadRequest(Exception):
@@ -114,6 +115,7 @@ def create_app(config: ServerConfig | None = None) -> QuartTrio:
     app.warren_state = state  # type: ignore[attr-defined]
     register_docs_routes(app)  # GET /v1/schemas, /v1/schemas/<name>, /v1/openapi.json
     register_stream_routes(app, config, manager)  # WS /v1/runs/<run>/stream, GET /v1/runs/<run>/events
+    register_viewer_routes(app, manager)  # GET /, /runs/<run>, /runs/<run>/observations/<id>: the viewer
 
     @app.before_request
     async def _check_protocol() -> Response | None:
@@ -188,18 +190,12 @@ def create_app(config: ServerConfig | None = None) -> QuartTrio:
 
     @route("/v1/scenarios/<name>", ["GET"])
     async def scenario(name: str) -> Response:
-        if name not in list_scenarios():
-            raise RunError(404, f"unknown scenario {name!r}; valid scenarios: {', '.join(list_scenarios())}")
-        spec = load_scenario(name).spec
-        return reply({
-            "name": name, "title": spec.title, "premise": spec.premise,
-            "roles": [{"name": r.name, "description": r.description, "tools": list(r.tools)} for r in spec.roles],
-            "agents": [{"agent_id": a.id, "role": a.role, "name": a.name} for a in spec.agents],
-            "objectives": [{"id": o.id, "description": o.description, "target": o.target,
-                            "deadline_ms": o.deadline_ms} for o in spec.objectives],
-            "parameters": [{"name": p.name, "type": p.type, "default": p.default, "description": p.description,
-                            "min": p.minimum, "max": p.maximum} for p in spec.params],
-        })
+        from .scenario_view import ScenarioRequestError, describe_scenario
+
+        try:
+            return reply(describe_scenario(name, request.args.get("params")))
+        except ScenarioRequestError as exc:
+            raise BadRequest(exc.status, exc.detail) from None
 
     # -- runs ----------------------------------------------------------------------------------------
     @route("/v1/runs", ["POST"])
