@@ -104,6 +104,9 @@ def register_more(sub: Any) -> None:
     from .replay import register as register_replay  # replay JOURNAL
 
     register_replay(sub)
+    from .report_cli import register as register_report  # report JOURNAL
+
+    register_report(sub)
     try:
         from .serve_cli import register as register_serve
     except ImportError:

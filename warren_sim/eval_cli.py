@@ -17,6 +17,7 @@ import json
 import math
 import sys
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from .engine import Simulation, run_headless
@@ -45,6 +46,9 @@ def register(sub: Any) -> None:
     p.add_argument("--min-completion", type=float, default=None, metavar="RATE",
                    help="exit 1 when a scenario's completion rate is below RATE (0..1)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    p.add_argument("--plot", type=Path, default=None, metavar="DIR",
+                   help="also plot completion rate and score over seeds and the sim-time distribution into DIR "
+                        "(PNG and SVG; needs warren-sim[plot])")
     p.set_defaults(func=cmd_eval)
 
 
@@ -233,6 +237,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(json.dumps({"seeds": seeds, "policy": args.policy, "results": reports}, indent=2))
     else:
         print(render_table(reports, args.seeds))
+    if args.plot is not None:
+        from .report.data import ReportError
+        from .report.plots import write_eval_plots
+
+        try:
+            written = write_eval_plots(reports, args.plot)
+        except ReportError as exc:
+            raise UsageError(str(exc)) from None
+        print("plots: " + ", ".join(str(p) for p in written), file=sys.stderr if args.json else sys.stdout)
     if args.min_completion is not None and any(r["completion_rate"] < args.min_completion for r in reports):
         return EXIT_FAILED
     return EXIT_OK
