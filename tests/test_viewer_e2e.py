@@ -16,7 +16,6 @@ from pathlib import Path
 import httpx
 import pytest
 import trio
-
 from chromium import Page, chromium, chromium_path
 
 pytestmark = [pytest.mark.slow,

@@ -22,6 +22,7 @@ from typing import Any
 
 from .engine import Simulation, run_headless
 from .headless_cli import cli_params, start_run
+from .progress import Progress
 from .runtime.clock import wall_seconds
 from .scenarios import LoadedScenario, ScenarioError, load_scenario
 
@@ -217,22 +218,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
     params = cli_params(args.param)
     if args.min_completion is not None and not 0 <= args.min_completion <= 1:
         raise UsageError(f"--min-completion must be a rate between 0 and 1, got {args.min_completion}")
-    live = sys.stderr.isatty() and not args.json
+    progress = Progress(f"warren eval ({len(seeds)} seeds x {len(args.scenarios)} scenarios)")
+    done = [0]
 
-    def progress(name: str, i: int, total: int) -> None:
-        if live:
-            sys.stderr.write(f"\r  {name}: seed {i + 1}/{total}   ")
-            sys.stderr.flush()
+    def on_seed(name: str, i: int, total: int) -> None:
+        progress.update(label=name, seeds_done=done[0] + i, seeds_total=total * len(args.scenarios))
 
     reports = []
-    for scenario in args.scenarios:
-        try:
-            reports.append(evaluate(scenario, seeds, args.policy, params, conflicts=args.conflicts,
-                                    progress=progress))
-        except ScenarioError as exc:
-            raise UsageError(str(exc)) from None
-    if live:
-        sys.stderr.write("\r" + " " * 60 + "\r")
+    with progress:
+        for scenario in args.scenarios:
+            try:
+                reports.append(evaluate(scenario, seeds, args.policy, params, conflicts=args.conflicts,
+                                        progress=on_seed))
+            except ScenarioError as exc:
+                raise UsageError(str(exc)) from None
+            done[0] += len(seeds)
     if args.json:
         print(json.dumps({"seeds": seeds, "policy": args.policy, "results": reports}, indent=2))
     else:

@@ -8,11 +8,11 @@ scenario, the seed, the parameters and the policies (no wall-clock value is in i
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any, TextIO
 
 from .engine import Simulation, briefing, run_headless
 from .engine.records import dumps_record, with_cursor
+from .progress import Progress
 from .runtime.clock import wall_seconds
 from .scenarios import LoadedScenario, ParamText, ScenarioError, load_scenario
 
@@ -62,8 +62,8 @@ def cli_params(texts: list[str]) -> dict[str, ParamText]:
     return out
 
 
-def _objectives_line(sim: Simulation) -> str:
-    return " ".join(f"{o['id']} {o['progress']['current']}/{o['progress']['target']}" for o in sim.objective_views())
+def _objectives(sim: Simulation) -> list[tuple[str, int, int]]:
+    return [(o["id"], o["progress"]["current"], o["progress"]["target"]) for o in sim.objective_views()]
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -74,30 +74,24 @@ def run_command(args: argparse.Namespace) -> int:
         sim, policies = build_run(args.scenario, args.seed, params, args.policy, record=args.trace is not None)
     except ScenarioError as exc:
         raise UsageError(str(exc)) from None
-    live = sys.stderr.isatty() and not args.quiet
     out = open(args.trace, "w", encoding="utf-8") if args.trace else None  # noqa: SIM115
     writer = TraceWriter(out)
     started = wall_seconds()
-    last_draw = [started]
+    progress = Progress(f"warren run {args.scenario} seed {args.seed}", enabled=not args.quiet)
 
     def on_batch(s: Simulation) -> None:
         writer.write(s.drain_records())
-        if live:
-            now = wall_seconds()
-            if now - last_draw[0] >= 0.1:
-                last_draw[0] = now
-                sys.stderr.write(f"\r  t={s.time / 1000:>9.1f}s  decisions={s.decisions:>9}  {_objectives_line(s)}   ")
-                sys.stderr.flush()
+        if progress.due():
+            progress.update(sim_time_ms=s.time, decisions=s.decisions, objectives=_objectives(s))
 
     try:
-        summary = run_headless(sim, policies, on_batch=on_batch)
+        with progress:
+            summary = run_headless(sim, policies, on_batch=on_batch)
         writer.write(sim.drain_records())
     finally:
         if out is not None:
             out.close()
     wall = wall_seconds() - started
-    if live:
-        sys.stderr.write("\r" + " " * 100 + "\r")
     rate = summary["decisions"] / wall if wall > 0 else float("inf")
     print(f"{args.scenario} seed {args.seed}: {summary['status']} ({summary['reason']})")
     for o in summary["objectives"]:

@@ -125,7 +125,7 @@ def action_spans(records: list[dict[str, Any]]) -> list[ActionSpan]:
             elif outcome in ("completed", "interrupted"):
                 spans.append(ActionSpan(agent, lane, tool, start, int(r["t"]), outcome, str(r.get("reason", ""))))
                 del started[oid]
-    for oid, (agent, tool, start, durative) in started.items():  # accepted, still going when the run ended
+    for agent, tool, start, durative in started.values():  # accepted, still going when the run ended
         if durative:
             spans.append(ActionSpan(agent, tools[tool]["lane"], tool, start, end, "pending"))
     spans.sort(key=lambda s: (s.agent, s.lane, s.start, s.tool))
