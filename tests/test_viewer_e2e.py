@@ -31,7 +31,7 @@ async def collect_live(page: Page, limit: float = 60.0) -> dict[int, str]:
     with trio.fail_after(limit):
         while True:
             state = await page.state()
-            if state.get("snapshot"):
+            if state.get("snapshot") and int(state["cursor"]) >= 0:  # -1: drawn before the first record came
                 seen[int(state["cursor"])] = state["snapshot"]
             if state.get("ended") == "true" and state.get("following") == "true":
                 return seen
