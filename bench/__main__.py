@@ -29,11 +29,17 @@ def loadavg() -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[1])
+    p = argparse.ArgumentParser(
+        prog="warren bench",
+        description=f"Run WARREN's benchmarks (the same as python -m bench from the repository root): "
+                    f"{', '.join(NAMES)}, all of them in that order when no NAME is given. Each prints its tables "
+                    "and writes OUT/NAME.json (the machine, the options, the results, the targets met or missed). "
+                    "Exit 0 when every chosen benchmark ran, whatever its targets say (targets are reported, not "
+                    "enforced); 1 if one of them failed to run. Results and how to read them: bench/RESULTS.md.")
     p.add_argument("names", nargs="*", metavar="NAME",
                    help=f"sub-benchmarks to run: {', '.join(NAMES)} (default: all)")
     p.add_argument("--quick", action="store_true", help="small sizes and short windows: all of it in under a minute")
-    p.add_argument("--out", type=Path, default=REPO / "bench" / "out", help="where NAME.json goes (bench/out)")
+    p.add_argument("--out", type=Path, default=REPO / "bench" / "out", help="where NAME.json goes (default: bench/out)")
     p.add_argument("--profile", action="store_true",
                    help="also write pyinstrument profiles (<out>/NAME_profile*.txt), in separate passes")
     p.add_argument("--repeats", type=int, help="override the repeats of every benchmark")

@@ -3,7 +3,7 @@
 For each size N, one run with records gives every agent's wake times (its ``observation`` records); then,
 alternating within each repeat so both see the same machine noise:
 
-- the engine: ``run_headless`` on a fresh ``build_run(..., record=False)`` (building is not timed, as in
+- the engine: ``run_headless`` on a fresh ``instantiate(..., record=False)`` (building is not timed, as in
   ``warren run``), decisions / wall seconds;
 - SimPy: N processes, process i replaying agent i's intervals between wakes with ``env.timeout``, doing
   nothing else; events (wakes, the start included) / wall seconds of ``env.run()``.
@@ -20,8 +20,8 @@ from typing import Any
 
 from bench.common import Options, fmt_stat, print_table, summary, target, targets_table
 from warren_sim.engine import run_headless
-from warren_sim.headless_cli import build_run
 from warren_sim.runtime.clock import wall_seconds
+from warren_sim.scenarios import instantiate, load_scenario
 
 TARGET_AGENTS = 1000
 TARGET_RATIO = 0.25
@@ -29,7 +29,7 @@ TARGET_RATIO = 0.25
 
 def wake_intervals(n: int, seed: int = 0) -> tuple[list[list[int]], int]:
     """Per agent (in id order), the intervals between its wakes, from a recorded run; and the decisions."""
-    sim, policies = build_run("warren", seed, {"agents": n}, "solution", record=True)
+    sim, policies = instantiate(load_scenario("warren", {"agents": n}), seed, "solution", record=True)
     wakes: dict[str, list[int]] = {aid: [] for aid in sim.world.agent_ids}
 
     def collect(s: Any) -> None:
@@ -47,7 +47,7 @@ def wake_intervals(n: int, seed: int = 0) -> tuple[list[list[int]], int]:
 
 
 def time_engine(n: int, seed: int = 0) -> tuple[float, int]:
-    sim, policies = build_run("warren", seed, {"agents": n}, "solution", record=False)
+    sim, policies = instantiate(load_scenario("warren", {"agents": n}), seed, "solution", record=False)
     gc.collect()
     t0 = wall_seconds()
     s = run_headless(sim, policies)
@@ -77,7 +77,7 @@ def time_simpy(intervals: list[list[int]]) -> tuple[float, int]:
 def profile_engine(n: int, path: Any) -> None:
     from pyinstrument import Profiler
 
-    sim, policies = build_run("warren", 0, {"agents": n}, "solution", record=False)
+    sim, policies = instantiate(load_scenario("warren", {"agents": n}), 0, "solution", record=False)
     prof = Profiler(interval=0.0005)
     prof.start()
     run_headless(sim, policies)

@@ -33,7 +33,7 @@ async def main_async(args: argparse.Namespace) -> None:
         async with trio.open_nursery() as nursery:
             server = await nursery.start(start_server, config, "127.0.0.1", 0)
             print(f"WARREN listening on {server.url}", flush=True)
-            manager = server.app.warren_state["manager"]
+            manager = server.app.warren.manager
             for spec in args.run:
                 want = json.loads(spec)
                 params = {"agents": want["agents"]}

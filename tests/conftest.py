@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
+from tiers import full
 
 WARREN = [sys.executable, "-m", "warren_sim.cli"]
+
+# Hypothesis sizes (tests/tiers.py): @given tests run Hypothesis's default 100 examples; WARREN_FULL_TESTS=1
+# selects "full" (1,000). HYPOTHESIS_PROFILE=<name> picks one explicitly.
+settings.register_profile("full", max_examples=1_000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("full" if full() else "default"))
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import httpx
@@ -17,21 +18,19 @@ PROTO = {"X-Warren-Protocol": "warren-agent/0"}
 TEST_SCENARIOS = Path(__file__).parent / "scenarios"
 
 
-def full() -> bool:
-    """Long tests run in full when WARREN_FULL_TESTS=1, in a reduced form by default (CI stays fast)."""
-    return os.environ.get("WARREN_FULL_TESTS", "") == "1"
-
-
 class Served:
     """`python -m warren_sim.cli serve --port 0 ...` as a real process; ``url`` once it listens."""
 
     def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.data_dir = tmp_path / "data"
+        # stderr (a line per run lifecycle change) goes to a file: a pipe nobody reads until stop() would fill
+        # up after a few hundred runs and block the server's writes.
+        self._err = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "warren_sim.cli", "serve", "--port", "0", "--data-dir", str(self.data_dir),
-             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+             *args], stdout=subprocess.PIPE, stderr=self._err, text=True, env={**os.environ, **(env or {})})
         line = self.proc.stdout.readline()
-        assert line.startswith("WARREN listening on http://"), line + self.proc.stderr.read()
+        assert line.startswith("WARREN listening on http://"), line + self._read_err()
         self.url = line.split()[-1]
         host, port = self.url.removeprefix("http://").rsplit(":", 1)
         self.address = (host.strip("[]"), int(port))
@@ -48,11 +47,16 @@ class Served:
             self.proc.kill()
             self.proc.wait()
             raise
-        self.stderr = self.proc.stderr.read()
+        self.stderr = self._read_err()
         self.stdout = self.proc.stdout.read()
         self.proc.stdout.close()
-        self.proc.stderr.close()
+        self._err.close()
         return self.proc.returncode, self.stderr
+
+    def _read_err(self) -> str:
+        self._err.flush()
+        self._err.seek(0)
+        return self._err.read()
 
     def __enter__(self) -> Served:
         return self

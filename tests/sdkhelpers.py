@@ -85,7 +85,7 @@ class Env:
 
     @property
     def manager(self) -> Any:
-        return self.app.warren_state["manager"]
+        return self.app.warren.manager
 
 
 @asynccontextmanager

@@ -26,7 +26,7 @@ class Api:
 
     @property
     def manager(self) -> Any:
-        return self.app.warren_state["manager"]
+        return self.app.warren.manager
 
     async def call(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None,
                    headers: dict[str, str] | None = None) -> tuple[int, Any]:

@@ -1,8 +1,8 @@
 """The benchmarks still run: ``python -m bench --quick`` exits 0 and writes every JSON file.
 
 No timing is asserted (the machine is shared and noisy; bench/RESULTS.md records the figures). Servers and
-load generators are real processes on 127.0.0.1, so this takes about a minute: it runs in the default
-``pytest`` run, and ``-m 'not bench'`` leaves it out.
+load generators are real processes on 127.0.0.1, so all of them take about a minute: they run in the default
+``pytest`` run (marked slow), and ``-m 'not bench'`` leaves them out; the fast tier runs the engine benchmark only.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tiers import sizes
 
 from warren_sim.runtime.clock import wall_seconds
 
@@ -22,13 +23,14 @@ NAMES = ("engine", "protocol", "scale", "warp", "ws")
 pytestmark = pytest.mark.bench
 
 
-def test_quick_benchmarks_run_and_write_their_json(tmp_path):
+@sizes(quick=("engine",), ci=NAMES, argname="names")
+def test_quick_benchmarks_run_and_write_their_json(tmp_path, names):
     """Every sub-benchmark runs in quick mode and writes <out>/<name>.json with its targets."""
     t0 = wall_seconds()
-    done = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path)], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "bench", *names, "--quick", "--out", str(tmp_path)], cwd=REPO,
                           capture_output=True, text=True, timeout=170)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
-    for name in NAMES:
+    for name in names:
         data = json.loads((tmp_path / f"{name}.json").read_text())
         assert data["name"] == name and data["quick"] is True
         assert data["targets"] and all(isinstance(t["met"], bool) for t in data["targets"])

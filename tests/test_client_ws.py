@@ -318,4 +318,4 @@ def test_agent_command_over_ws_drives_a_served_run(served):
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"claimed engineer-1 of {run}" in result.stdout and "over WebSocket" in result.stdout
     assert "You are Sam the engineer" in result.stdout and '>>> take {"item": "toolbox-1"}  [accepted' in result.stdout
-    assert result.stdout.rstrip().endswith(f"{run} ended: completed")
+    assert result.stdout.rstrip().splitlines()[-1].startswith(f"{run} ended: completed (")

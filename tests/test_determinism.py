@@ -9,14 +9,15 @@ import sys
 from pathlib import Path
 
 from warren_sim.engine import run_headless
-from warren_sim.headless_cli import TraceWriter, build_run
+from warren_sim.engine.records import TraceWriter
+from warren_sim.scenarios import instantiate, load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def trace(seed: int, scenario: str = "bridge_repair", policy: str = "solution") -> str:
     """The JSON Lines trace of a headless run, as ``warren run --trace`` writes it."""
-    sim, policies = build_run(scenario, seed, {}, policy)
+    sim, policies = instantiate(load_scenario(scenario, {}), seed, policy)
     out = io.StringIO()
     writer = TraceWriter(out)
     run_headless(sim, policies, on_batch=lambda s: writer.write(s.drain_records()))
@@ -47,7 +48,7 @@ def test_every_seed_from_0_to_99_completes_bridge_repair() -> None:
     """The bundled solution completes bridge_repair for seeds 0..99."""
     failures = {}
     for seed in range(100):
-        sim, policies = build_run("bridge_repair", seed, {}, "solution", record=False)
+        sim, policies = instantiate(load_scenario("bridge_repair", {}), seed, "solution", record=False)
         summary = run_headless(sim, policies)
         if summary["status"] != "completed":
             failures[seed] = (summary["status"], summary["reason"])

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from warren_sim.cli import UsageError, main
-from warren_sim.eval_cli import evaluate, p95, parse_seeds
+from warren_sim.cli import main
+from warren_sim.evaluation import SeedsError, evaluate, p95, parse_seeds
 
 
 class Exploding:
@@ -38,7 +38,7 @@ def test_seeds_parse_ranges_lists_and_single_seeds() -> None:
 @pytest.mark.parametrize("text", ["", "a-b", "5-3", "-1", "1-", "0-2,x"])
 def test_bad_seeds_are_a_usage_error(text: str) -> None:
     """A seed spec that is not N, LOW-HIGH or a comma list of them is refused, saying the forms."""
-    with pytest.raises(UsageError, match="--seeds"):
+    with pytest.raises(SeedsError, match="--seeds"):
         parse_seeds(text)
 
 

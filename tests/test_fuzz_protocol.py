@@ -9,8 +9,8 @@ invariants are checked on a quiescent server and a "nothing changed" digest take
 comparable with one taken after it. Each example creates its own run; its teardown ends and forgets every
 run, so the next example starts on a server with none (one app for all examples: building one costs ~20 ms).
 
-Sizes: 2,000 examples of up to 20 steps by default; WARREN_FULL_TESTS=1 runs 10,000, WARREN_FUZZ_EXAMPLES=N
-any number.
+Sizes: 2,000 examples of up to 20 steps (marked slow); WARREN_FULL_TESTS=1 runs 10,000, WARREN_FUZZ_EXAMPLES=N
+any number; the fast tier (`-m "not slow"`) runs the same machine at 100 examples.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import trio.testing
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from reliability_helpers import full
 from server_helpers import Api
+from tiers import full
 
 from warren_sim.http.app import create_app
 from warren_sim.runtime.manager import ServerConfig
@@ -37,6 +37,7 @@ from warren_sim.runtime.manager import ServerConfig
 AGENTS = ("engineer-1", "medic-1")
 VERDICTS = {"accepted", "duplicate", "rejected", "stale", "expired"}
 EXAMPLES = int(os.environ.get("WARREN_FUZZ_EXAMPLES", 10_000 if full() else 2_000))
+QUICK_EXAMPLES = 100  # the fast tier (tests/tiers.py)
 STEPS = 20
 
 
@@ -414,9 +415,21 @@ class ProtocolMachine(RuleBasedStateMachine):
                 assert ra.ledger.outstanding() is None
 
 
-ProtocolMachine.TestCase.settings = settings(
-    max_examples=EXAMPLES, stateful_step_count=STEPS, derandomize=True, database=None, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-)
-TestProtocolMachine = ProtocolMachine.TestCase
-TestProtocolMachine.__doc__ = "The state machine: claim/release/poll/submit/garbage/advance/cancel; invariants hold."
+def _machine_settings(examples: int) -> settings:
+    return settings(
+        max_examples=examples, stateful_step_count=STEPS, derandomize=True, database=None, deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    )
+
+
+class TestProtocolMachine(ProtocolMachine.TestCase):
+    """The state machine: claim/release/poll/submit/garbage/advance/cancel; invariants hold."""
+
+    settings = _machine_settings(EXAMPLES)
+    pytestmark = pytest.mark.slow
+
+
+class TestProtocolMachineQuick(ProtocolMachine.TestCase):
+    """The same machine and invariants at QUICK_EXAMPLES examples: the fast tier's fuzz."""
+
+    settings = _machine_settings(QUICK_EXAMPLES)

@@ -7,6 +7,7 @@ import json
 import socket
 
 import httpx
+import pytest
 import trio
 from reliability_helpers import PROTO, Served, raw_connect, read_response, read_until_closed
 
@@ -130,7 +131,7 @@ async def test_slow_body_gets_408_and_is_closed_within_the_body_timeout(tmp_path
         detail = json.loads(body)["detail"]
         assert "did not arrive within 1 s" in detail and "Content-Length" in detail
         assert 0.9 < took < 3.0, took  # and closed right after the answer (see http/hypercorn_fixes.py)
-        assert server.app.warren_state["manager"].runs == {}
+        assert server.app.warren.manager.runs == {}
         server.shutdown()
 
 
@@ -143,6 +144,7 @@ async def test_default_body_timeout_is_30_real_seconds_at_any_rate(tmp_path):
             server.shutdown()
 
 
+@pytest.mark.slow  # 30 real seconds; the fast tier has the same cut at body_timeout_s=1 (above)
 def test_slow_body_on_warren_serve_defaults_is_cut_after_30s(tmp_path):
     """`warren serve` with default settings: a stalled body is answered 408 (or closed) after about 30 s."""
     with Served(tmp_path) as s, raw_connect(s.address, timeout=60) as sock:

@@ -9,7 +9,7 @@ import trio
 from server_helpers import served
 
 from warren_sim.protocol.strict_json import MAX_BODY_BYTES, MAX_SAFE_INTEGER
-from warren_sim.runtime.run import RunError
+from warren_sim.runtime.errors import RunError
 
 
 async def _started(api, **body):

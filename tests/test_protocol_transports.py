@@ -153,6 +153,35 @@ async def test_unclaimed_agent_does_not_block_and_stale_after(autojump_clock, tm
 
 
 @pytest.mark.parametrize("kind", KINDS)
+async def test_wrong_lease_403_names_both_ways_out_and_each_works(autojump_clock, tmp_path, kind):
+    """A wrong token while another lease lives: 403 says resume with the held token, or wait N s / release; both work.
+
+    A claim without the held token would be 409 then, so the 403 must not advise "claim again" alone.
+    """
+    async with served(tmp_path) as api, transport(kind, api) as agent:
+        run, lease, _ = await _started(api, agent, decision_deadline_s=10_000)
+        status, p = await agent.briefing(run, "l-not-the-token")
+        assert status == 403, p
+        detail = p["detail"]
+        assert "another lease does, for up to 300 s more" in detail and "TTL 300 s" in detail
+        assert f"resume with the token you hold for it (POST /v1/runs/{run}/agents/engineer-1/claim?lease=" in detail
+        assert f"or be released (POST /v1/runs/{run}/agents/engineer-1/release?lease=" in detail
+        status, _ = await agent.claim(run)
+        assert status == 409  # why "claim again" alone would mislead
+        status, resumed = await agent.claim(run, lease=lease)  # way 1: resume with the held token
+        assert status == 200 and resumed["lease"] == lease
+        status, _ = await agent.release(run, lease)  # way 2: release (or let the TTL pass), then claim
+        assert status == 200
+        status, p = await agent.briefing(run, lease)
+        assert status == 403 and "no lease holds it now" in p["detail"] and "claim it with POST" in p["detail"]
+        status, fresh = await agent.claim(run)
+        assert status == 200 and fresh["lease"] != lease
+        await trio.sleep(301)  # the fresh lease expires unused: a stranger's token is told to claim
+        status, p = await agent.briefing(run, "l-not-the-token")
+        assert status == 403 and "its last lease expired, so claim it" in p["detail"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 async def test_lease_ttl_refresh_expiry_and_reclaim(autojump_clock, tmp_path, kind):
     """Requests at 299 s keep the lease; 300 s of silence expires it; reclaim gets a fresh token, old gets 403."""
     async with served(tmp_path) as api, transport(kind, api) as agent:

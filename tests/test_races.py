@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import trio
-from reliability_helpers import full
 from server_helpers import served
+from tiers import sizes
 
 RACERS = 16
-ROUNDS = 1_000
 
 
-async def test_16_concurrent_submits_of_one_command_id_accept_exactly_once(autojump_clock, tmp_path):
-    """1,000 rounds: 16 concurrent submits of one command: exactly one accepted, 15 identical duplicate receipts."""
+@sizes(quick=50, ci=1_000, soak=5_000, argname="rounds")
+async def test_16_concurrent_submits_of_one_command_id_accept_exactly_once(autojump_clock, tmp_path, rounds):
+    """1,000 rounds (50 in the fast tier, 5,000 with WARREN_FULL_TESTS=1): 16 concurrent submits of one command: exactly one accepted, 15 identical duplicate receipts."""
     async with served(tmp_path) as api:
         # engineer-1 races; medic-1 holds the batch open (its observation stays unanswered during the race), so no
         # adjudication can land mid-race and every duplicate carries the same outcome ("pending").
         run = await api.create(controlled_agents=["engineer-1", "medic-1"], npc_policy="none")
         racer, holder = await api.claim(run, "engineer-1"), await api.claim(run, "medic-1")
         seen = {"engineer-1": -1, "medic-1": -1}
-        for round_ in range(ROUNDS * (5 if full() else 1)):
+        for round_ in range(rounds):
             envs = {}
             for agent, lease in (("engineer-1", racer), ("medic-1", holder)):
                 status, envs[agent] = await api.poll(run, lease, after=seen[agent], wait=60, agent=agent)

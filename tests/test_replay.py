@@ -17,9 +17,9 @@ from server_helpers import served
 
 from warren_sim.cli import main as cli_main
 from warren_sim.engine import run_headless
-from warren_sim.headless_cli import TraceWriter, build_run
+from warren_sim.engine.records import TraceWriter
 from warren_sim.replay import RUNTIME_KINDS, JournalError, replay_journal
-from warren_sim.scenarios import load_scenario
+from warren_sim.scenarios import instantiate, load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -148,7 +148,7 @@ async def test_headless_trace_and_served_journal_of_the_same_commands_match(auto
         await drive_with_solution(api, run, lease, seed)
         assert (await api.run_view(run))["status"] == "completed"
     served_path = tmp_path / "data" / f"{run}.jsonl"
-    sim, policies = build_run("bridge_repair", seed, {}, "solution")
+    sim, policies = instantiate(load_scenario("bridge_repair", {}), seed, "solution")
     out = io.StringIO()
     writer = TraceWriter(out)
     run_headless(sim, policies, on_batch=lambda s: writer.write(s.drain_records()))

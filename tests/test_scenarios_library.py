@@ -13,9 +13,8 @@ import pytest
 
 from warren_sim.cli import main
 from warren_sim.engine import NoopPolicy, Simulation, briefing, run_headless
-from warren_sim.eval_cli import score_of
-from warren_sim.headless_cli import build_run, start_run
-from warren_sim.scenarios import ParamText, ScenarioError, load_scenario
+from warren_sim.evaluation import score_of
+from warren_sim.scenarios import ParamText, ScenarioError, instantiate, load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = sorted(d.name for d in (ROOT / "scenarios").iterdir()
@@ -29,7 +28,7 @@ def test_every_bundled_scenario_completes_on_seeds_0_to_99(name: str) -> None:
     sc = load_scenario(name)
     failures = []
     for seed in SEEDS:
-        sim, policies = start_run(sc, seed, "solution", record=False)
+        sim, policies = instantiate(sc, seed, "solution", record=False)
         summary = run_headless(sim, policies)
         if summary["status"] != "completed":
             failures.append((seed, summary["status"], summary["reason"]))
@@ -54,7 +53,7 @@ def test_contention_has_same_batch_conflicts_on_most_seeds_and_still_completes()
     sc = load_scenario("contention")
     with_conflicts = 0
     for seed in SEEDS:
-        sim, policies = start_run(sc, seed, "solution", record=True)
+        sim, policies = instantiate(sc, seed, "solution", record=True)
         records: list[dict] = []
         summary = run_headless(sim, policies, on_batch=lambda s, out=records: out.extend(s.drain_records()))
         records.extend(sim.drain_records())
@@ -93,7 +92,7 @@ def test_relay_code_is_known_only_to_the_steward() -> None:
 
 def test_relay_unlocks_only_after_the_code_travelled_by_message() -> None:
     """The first unlock comes after the steward told that courier the code."""
-    sim, policies = build_run("relay", 5, {}, "solution")
+    sim, policies = instantiate(load_scenario("relay", {}), 5, "solution")
     summary = run_headless(sim, policies)
     records = sim.drain_records()
     assert summary["status"] == "completed"
@@ -106,7 +105,7 @@ def test_relay_unlocks_only_after_the_code_travelled_by_message() -> None:
 def test_relay_cannot_complete_when_the_steward_keeps_silent() -> None:
     """With a steward that never answers, the couriers never learn the code and the run fails."""
     sc = load_scenario("relay")
-    sim, policies = start_run(sc, 0, "solution", record=False)
+    sim, policies = instantiate(sc, 0, "solution", record=False)
     policies["steward-1"] = NoopPolicy()
     summary = run_headless(sim, policies)
     assert summary["status"] == "failed"
@@ -116,7 +115,7 @@ def test_relay_cannot_complete_when_the_steward_keeps_silent() -> None:
 
 def test_relay_code_parameter_stays_a_string_from_the_command_line() -> None:
     """--param code=0042 is the string '0042' (not the number 42), and the run completes with it."""
-    sim, policies = build_run("relay", 1, {"code": ParamText("0042"), "couriers": ParamText("3")}, "solution",
+    sim, policies = instantiate(load_scenario("relay", {"code": ParamText("0042"), "couriers": ParamText("3")}), 1, "solution",
                               record=False)
     assert sim.world.structures["door"].secret == "0042"
     assert run_headless(sim, policies)["status"] == "completed"
@@ -125,7 +124,7 @@ def test_relay_code_parameter_stays_a_string_from_the_command_line() -> None:
 # -- deadline ----------------------------------------------------------------------------------------
 def test_deadline_noop_policy_fails_with_the_deadline_reason() -> None:
     """Doing nothing misses the pump's deadline: the run fails at t=40 s naming the objective."""
-    sim, policies = build_run("deadline", 0, {}, "none", record=False)
+    sim, policies = instantiate(load_scenario("deadline", {}), 0, "none", record=False)
     summary = run_headless(sim, policies)
     assert summary["status"] == "failed"
     assert summary["reason"] == "objective pump missed its deadline at 40000 ms"
@@ -138,7 +137,7 @@ def test_deadline_solution_meets_every_deadline_with_a_margin() -> None:
     spec = load_scenario("deadline").spec
     deadlines = {o.id: o.deadline_ms for o in spec.objectives}
     assert all(d is not None for d in deadlines.values())
-    sim, policies = build_run("deadline", 7, {}, "solution")
+    sim, policies = instantiate(load_scenario("deadline", {}), 7, "solution")
     run_headless(sim, policies)
     done = {r["id"]: r["t"] for r in sim.drain_records() if r["kind"] == "objective" and r["status"] == "completed"}
     assert set(done) == set(deadlines)
@@ -153,7 +152,7 @@ def test_warren_at_200_agents_completes_and_scores() -> None:
         sc = load_scenario("warren", params)
         assert len(sc.spec.agents) == 200
         for seed in range(10):
-            sim, policies = start_run(sc, seed, "solution", record=False)
+            sim, policies = instantiate(sc, seed, "solution", record=False)
             summary = run_headless(sim, policies)
             assert summary["status"] == "completed", (params, seed, summary["reason"])
             assert score_of(sc, summary, sim) == 200.0
@@ -163,7 +162,7 @@ def test_warren_work_per_agent_stays_constant_as_it_grows() -> None:
     """Decisions per forager stay at about seven and the larder never holds more than eight at once."""
     for n in (50, 2000):
         sc = load_scenario("warren", {"agents": n})
-        sim, policies = start_run(sc, 0, "solution", record=False)
+        sim, policies = instantiate(sc, 0, "solution", record=False)
         larder = sim.world.resolve_cell("larder")
         crowd = [0]
 

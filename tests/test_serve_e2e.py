@@ -139,8 +139,10 @@ def test_sigterm_answers_long_polls_and_journals_runs(tmp_path):
 
 
 def test_port_in_use_is_a_clear_error(server, tmp_path):
-    """Binding a busy port exits 1 with a message, not a traceback."""
+    """Binding a busy port exits 2 with one line saying the address is in use and what to do, no traceback."""
     port = server.url.rsplit(":", 1)[1]
     p = subprocess.run([sys.executable, "-m", "warren_sim.cli", "serve", "--port", port, "--data-dir",
                         str(tmp_path / "d2")], capture_output=True, text=True, timeout=30)
-    assert p.returncode == 1 and "cannot listen" in p.stderr and "Traceback" not in p.stderr
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip() == (f"warren serve: address 127.0.0.1:{port} is in use; pick another --port (0 picks a "
+                                "free one) or stop the other server")

@@ -9,10 +9,11 @@ from urllib.parse import quote
 from server_helpers import served
 
 from warren_sim.engine.records import dumps_record
-from warren_sim.headless_cli import build_run
 from warren_sim.http.viewer_routes import viewer_page
 from warren_sim.protocol.schema_registry import validation_errors
-from warren_sim.viewer_page import embed, observation_texts, page_texts
+from warren_sim.runtime.rebuild import observation_texts
+from warren_sim.scenarios import instantiate, load_scenario
+from warren_sim.viewer_page import embed, page_texts
 
 
 async def test_scenario_layout_follows_params_and_fits_its_schema(tmp_path):
@@ -66,7 +67,7 @@ async def test_run_record_carries_the_layout_of_the_scenario_description(tmp_pat
 def test_headless_traces_stay_byte_identical_with_the_layout():
     """The layout is part of the deterministic run record: two traces of the same run are the same bytes."""
     def trace() -> str:
-        sim, policies = build_run("warren", 2, {"agents": 30}, "solution")
+        sim, policies = instantiate(load_scenario("warren", {"agents": 30}), 2, "solution")
         from warren_sim.engine import run_headless
 
         run_headless(sim, policies)
@@ -116,7 +117,7 @@ async def test_hover_text_is_the_observation_text_the_agent_read(tmp_path):
 
 def test_embedded_page_round_trips_records_and_cannot_be_broken_out_of(tmp_path):
     """embed(): the records come back from the page's JSON exactly, even with '</script>' in a message."""
-    sim, policies = build_run("bridge_repair", 3, {}, "solution")
+    sim, policies = instantiate(load_scenario("bridge_repair"), 3, "solution")
     from warren_sim.engine import run_headless
 
     run_headless(sim, policies)

@@ -1,4 +1,4 @@
-"""``warren conformance URL``: a black-box check of any warren-agent/0 server, one rule at a time.
+"""A black-box check (``warren conformance URL``) of any warren-agent/0 server, one rule at a time.
 
 Each rule is a sentence of the protocol (the seed and DESIGN section 3) checked with real requests: raw
 httpx where the point is a malformed or unauthorized request, the SDK's helpers where it is the happy path.
@@ -404,6 +404,8 @@ class Checker:
         except RuleFailed as exc:
             self.fail(exc.rule, exc.detail)
             reason = f"not reached: {exc.rule} failed"
+        except httpx.ConnectError:
+            raise  # nothing is listening there: one error, not a failure per rule (the caller reports it)
         except (httpx.HTTPError, KeyError, TypeError, ValueError, AttributeError) as exc:
             reason = f"not reached: {type(exc).__name__}: {exc}"
         for rule in rules:

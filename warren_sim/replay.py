@@ -1,4 +1,4 @@
-"""``warren replay JOURNAL``: re-run a run from its journal and check the engine does exactly the same.
+"""Replay: re-run a run from its journal and check the engine does exactly the same (``warren replay``).
 
 The journal's ``run`` record names the scenario, seed, parameters and run id; its ``command``
 records hold every answer that reached adjudication (a remote agent's accepted command, an NPC's
@@ -17,16 +17,13 @@ does not matter). Served journals and headless traces (``warren run --trace``) r
 
 from __future__ import annotations
 
-import argparse
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from .engine import Batch, Simulation
-from .scenarios import ScenarioError, load_scenario
+from .scenarios import ScenarioError, instantiate, load_scenario
 
 # Records the runtime (server or headless loop) writes; every other kind comes from the engine.
 RUNTIME_KINDS = frozenset({"config", "status", "claim", "release", "verdict", "closed", "crash", "invalid"})
@@ -101,10 +98,7 @@ def replay_journal(path: str | Path) -> ReplayResult:
     return replay_records(read_journal(path), str(path))
 
 
-def replay_records(records: list[dict[str, Any]], where: str = "the journal",
-                   on_batch: Callable[[Batch], bool] | None = None) -> ReplayResult:
-    """Replay ``records``; ``on_batch`` sees each batch before it is answered (the only moment its
-    observations can be read) and returns True to stop the replay there (the result then says so)."""
+def replay_records(records: list[dict[str, Any]], where: str = "the journal") -> ReplayResult:
     run = next((r for r in records if r["kind"] == "run"), None)
     if run is None:
         raise JournalError(f"{where} has no 'run' record (the engine's first record, naming scenario, seed and "
@@ -126,7 +120,8 @@ def replay_records(records: list[dict[str, Any]], where: str = "the journal",
             commands.setdefault(r["observation_id"], r)
     status = _terminal_status(records)
 
-    sim = Simulation(loaded.spec, seed, run_id=run_id, params=loaded.params)
+    # Every agent "controlled": the journal's commands drive them all, so no policy is made.
+    sim, _ = instantiate(loaded, seed, "none", controlled=[a.id for a in loaded.spec.agents], run_id=run_id)
     got: list[dict[str, Any]] = []
     checked = 0
     note = ""
@@ -156,9 +151,6 @@ def replay_records(records: list[dict[str, Any]], where: str = "the journal",
             batch = sim.advance()
             if not drain() or batch is None:
                 break
-            if on_batch is not None and on_batch(batch):
-                note = f"stopped at t={sim.time} as asked"
-                return ReplayResult(True, len(expected), run_id, scenario, seed, status, None, note)
             if (end := cancel_due()) is not None:  # cancelled while this batch waited for answers
                 sim.cancel(str(end.get("reason", "cancelled")))
                 drain()
@@ -175,7 +167,7 @@ def replay_records(records: list[dict[str, Any]], where: str = "the journal",
                 command = rec.get("command")
                 err = sim.validate(obs.agent_id, command) if isinstance(command, dict) else \
                     f"command must be a JSON object, got {command!r}"
-                if err:
+                if err or not isinstance(command, dict):
                     index = next((i for i, (c, _) in enumerate(expected) if c == rec.get("cursor")), len(got))
                     refused = Divergence(index, rec.get("cursor"), strip(rec), None,
                                          f"the recorded command for {obs.observation_id} is not valid for that "
@@ -214,55 +206,3 @@ def _first_difference(expected: list[tuple[Any, dict[str, Any]]], got: list[dict
         return Divergence(len(expected), None, None, got[len(expected)],
                           "the replay produced more records than the journal holds")
     return None
-
-
-# -- command line ----------------------------------------------------------------------------------------
-def register(sub: Any) -> None:
-    p = sub.add_parser("replay", help="re-run a journal or trace from its recorded commands and check it is "
-                       "identical")
-    p.add_argument("journal", type=Path, help="a served run's journal (DATA_DIR/run-N.jsonl, GET "
-                   "/v1/runs/{run}/journal) or a `warren run --trace` file")
-    p.add_argument("--html", type=Path, metavar="OUT.html", help="also write the viewer with this journal "
-                   "embedded: one self-contained file that opens from disk (attach it to a bug report)")
-    p.set_defaults(func=cmd_replay)
-
-
-def _show(record: dict[str, Any] | None) -> str:
-    return "(none)" if record is None else json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-
-
-def cmd_replay(args: argparse.Namespace) -> int:
-    import sys
-
-    try:
-        records = read_journal(args.journal)
-        result = replay_records(records, str(args.journal))
-        if getattr(args, "html", None) is not None:
-            from .viewer_page import write_html
-
-            try:
-                size = write_html(records, str(args.html))
-            except OSError as exc:
-                print(f"warren replay: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
-                return 2
-            print(f"viewer: {args.html} ({size:,} bytes; open it in a browser, no server needed)")
-    except JournalError as exc:
-        print(f"warren replay: {exc}", file=sys.stderr)
-        return 2
-    what = f"{result.scenario} seed {result.seed}, {result.run_id}" + (f", {result.status}" if result.status else "")
-    if result.identical:
-        print(f"identical ({result.records} records)")
-        print(f"  {what}" + (f"; {result.note}" if result.note else ""))
-        return 0
-    d = result.divergence
-    assert d is not None
-    where = f"cursor {d.cursor}" if d.cursor is not None else "the end of the journal"
-    print(f"diverged at {where} (engine record {d.index + 1} of {result.records}): {what}")
-    print(f"  expected (journal): {_show(d.expected)}")
-    print(f"  got (replay):       {_show(d.got)}")
-    differing = d.keys_differing()
-    if differing:
-        print(f"  differs in: {', '.join(differing)}")
-    if d.detail:
-        print(f"  {d.detail}")
-    return 1

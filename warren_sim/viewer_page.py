@@ -3,8 +3,9 @@
 The page is the one ``warren serve`` serves (``warren_sim/http/viewer.html``, package data, read as
 text, never imported), with the journal's records embedded in its ``warren-embedded`` script tag, so
 the file opens from disk with no server and no network. The journal does not hold observation texts
-(they are rendered lazily, and only for the agents that read them); :func:`observation_texts` rebuilds
-them by replaying the journal, which is deterministic, so the texts are the ones the agents read.
+(they are rendered lazily, and only for the agents that read them);
+:func:`warren_sim.runtime.rebuild.observation_texts` rebuilds them from the recorded commands (the engine
+is deterministic, so they are the texts the agents read).
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ import json
 from importlib import resources
 from typing import Any
 
-from .engine import Batch
-from .replay import JournalError, replay_records
+from .runtime.rebuild import RebuildError, observation_texts
 
 #: Above this many observations an embedded page keeps only each agent's newest text (file size).
 MAX_EMBEDDED_TEXTS = 5000
@@ -22,23 +22,6 @@ MAX_EMBEDDED_TEXTS = 5000
 
 def viewer_html() -> str:
     return resources.files("warren_sim.http").joinpath("viewer.html").read_text(encoding="utf-8")
-
-
-def observation_texts(records: list[dict[str, Any]], wanted: set[str] | None = None) -> dict[str, str]:
-    """``{observation_id: text}`` for the observations in ``wanted`` (all when None), by replay.
-
-    Stops as soon as every wanted text is found. Raises :class:`JournalError` for an unreadable journal.
-    """
-    out: dict[str, str] = {}
-
-    def on_batch(batch: Batch) -> bool:
-        for obs in batch.observations:
-            if wanted is None or obs.observation_id in wanted:
-                out[obs.observation_id] = obs.text
-        return wanted is not None and len(out) >= len(wanted)
-
-    replay_records(records, on_batch=on_batch)
-    return out
 
 
 def page_texts(records: list[dict[str, Any]]) -> dict[str, str]:
@@ -64,9 +47,11 @@ def embed(records: list[dict[str, Any]], texts: dict[str, str] | None = None) ->
 
 
 def write_html(records: list[dict[str, Any]], out: str) -> int:
-    """Write the self-contained page for ``records`` to ``out``; returns its size in bytes."""
+    """Write the self-contained page for ``records`` to ``out``; returns its size in bytes.
+
+    Raises :class:`~warren_sim.runtime.rebuild.RebuildError` for records that do not make a run."""
     if not any(r.get("kind") == "run" for r in records):
-        raise JournalError("the journal has no 'run' record: nothing to draw")
+        raise RebuildError("the journal has no 'run' record: nothing to draw")
     text = embed(records, page_texts(records))
     data = text.encode("utf-8")
     with open(out, "wb") as f:

@@ -32,7 +32,7 @@ What the SDK guarantees, per the protocol (details in :mod:`warren_sim.client._c
 Over the WebSocket binding (``WS /v1/agent``, JSON-RPC 2.0) the trio client has the same agent API:
 ``AsyncAgentClient.open(url, transport="ws")`` (or :class:`AsyncWsAgentClient`), used as ``async with``; one
 connection carries every claimed agent, envelopes are pushed, and a dropped connection is reconnected with
-each lease claimed again (:mod:`warren_sim.client._ws`). There is no blocking WebSocket client.
+each lease claimed again (:mod:`warren_sim.client._ws`, over :mod:`warren_sim.client._ws_connection`). There is no blocking WebSocket client.
 
 The SDK imports only :mod:`warren_sim.protocol` from WARREN (an import-linter contract checks it).
 """

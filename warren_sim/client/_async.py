@@ -37,7 +37,7 @@ async def drive(http: httpx.AsyncClient, op: Op[T]) -> T:
                 continue
             action = op.send(response)
     except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+        return stop.value
     finally:
         op.close()
 
@@ -84,7 +84,8 @@ class AsyncAgentClient:
     async def __aenter__(self) -> AsyncAgentClient:
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None = None, exc: BaseException | None = None,
+                        tb: TracebackType | None = None) -> None:
         await self.aclose()
 
     async def _run(self, op: Op[T]) -> T:
@@ -93,14 +94,14 @@ class AsyncAgentClient:
     # -- discovery -------------------------------------------------------------------------------------
     async def server_info(self) -> dict[str, Any]:
         """``GET /v1``: the protocol, the server and its endpoints."""
-        return await self._run(core.get_json("/v1", self.retry))  # type: ignore[no-any-return]
+        return await self._run(core.get_json("/v1", self.retry))
 
     async def list_scenarios(self) -> list[dict[str, Any]]:
-        return (await self._run(core.get_json("/v1/scenarios", self.retry)))["scenarios"]  # type: ignore[no-any-return]
+        return (await self._run(core.get_json("/v1/scenarios", self.retry)))["scenarios"]
 
     async def describe_scenario(self, name: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """``GET /v1/scenarios/{name}``: roles, agents, objectives, parameters and the ``layout`` that ``params`` give."""
-        return await self._run(core.get_json(core.scenario_path(name, params), self.retry))  # type: ignore[no-any-return]
+        return await self._run(core.get_json(core.scenario_path(name, params), self.retry))
 
     # -- runs ------------------------------------------------------------------------------------------
     async def create_run(self, scenario: str, seed: int = 0, controlled_agents: Iterable[str] = (),
@@ -226,7 +227,8 @@ class AsyncAgent(core.AgentHandleBase):
     async def __aenter__(self) -> AsyncAgent:
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None = None, exc: BaseException | None = None,
+                        tb: TracebackType | None = None) -> None:
         with trio.CancelScope(shield=True):
             with trio.move_on_after(10):
                 await self._run(core.released_quietly(self._state, self._retry))

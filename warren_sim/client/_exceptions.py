@@ -14,7 +14,7 @@ The hierarchy (catch a branch to handle all of it)::
     │   ├── BadRequest              400  bad query parameter or body
     │   ├── LeaseError                   the lease does not authorize this request
     │   │   ├── LeaseRequired       401  no lease was sent
-    │   │   └── LeaseRejected       403  wrong, released or expired lease: claim the agent again
+    │   │   └── LeaseRejected       403  wrong, released or expired lease: resume with yours, or claim
     │   ├── NotFound                404  unknown run, agent, command, scenario
     │   ├── Conflict                409  protocol mismatch, agent held by another lease, agent not controlled
     │   ├── RunEnded                410  the run has ended; ``status`` is its terminal status
@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import re
 from typing import Any
+
+from warren_sim.protocol.models import TERMINAL_RUN_STATUSES
 
 __all__ = [
     "BadRequest",
@@ -105,7 +107,11 @@ class LeaseRequired(LeaseError):
 
 
 class LeaseRejected(LeaseError):
-    """403: the lease token is wrong, released or expired; claim the agent again."""
+    """403: the lease token is wrong, released or expired.
+
+    If another live lease holds the agent, a claim gets 409: resume with the token you hold (``client.claim(run,
+    agent, lease=token)``), or wait for that lease to expire or be released; the ``detail`` says which applies.
+    """
 
 
 class NotFound(ServerError):
@@ -116,7 +122,8 @@ class Conflict(ServerError):
     """409: protocol mismatch, the agent is held by another live lease, or it is not a controlled agent."""
 
 
-_TERMINAL = re.compile(r"\bstatus (completed|failed|cancelled|crashed)\b")
+#: "... has ended with status <terminal status> ...", as the server words a 410
+_TERMINAL = re.compile(r"\bstatus (" + "|".join(sorted(TERMINAL_RUN_STATUSES)) + r")\b")
 
 
 class RunEnded(ServerError):

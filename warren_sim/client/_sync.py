@@ -37,7 +37,7 @@ def drive(http: httpx.Client, op: Op[T]) -> T:
                 continue
             action = op.send(response)
     except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+        return stop.value
     finally:
         op.close()
 
@@ -76,14 +76,14 @@ class AgentClient:
     # -- discovery -------------------------------------------------------------------------------------
     def server_info(self) -> dict[str, Any]:
         """``GET /v1``: the protocol, the server and its endpoints."""
-        return self._run(core.get_json("/v1", self.retry))  # type: ignore[no-any-return]
+        return self._run(core.get_json("/v1", self.retry))
 
     def list_scenarios(self) -> list[dict[str, Any]]:
-        return self._run(core.get_json("/v1/scenarios", self.retry))["scenarios"]  # type: ignore[no-any-return]
+        return self._run(core.get_json("/v1/scenarios", self.retry))["scenarios"]
 
     def describe_scenario(self, name: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """``GET /v1/scenarios/{name}``: roles, agents, objectives, parameters and the ``layout`` that ``params`` give."""
-        return self._run(core.get_json(core.scenario_path(name, params), self.retry))  # type: ignore[no-any-return]
+        return self._run(core.get_json(core.scenario_path(name, params), self.retry))
 
     # -- runs ------------------------------------------------------------------------------------------
     def create_run(self, scenario: str, seed: int = 0, controlled_agents: Iterable[str] = (),

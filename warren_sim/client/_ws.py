@@ -9,7 +9,9 @@ long-polls (DESIGN section 3, "The agent WebSocket binding")::
         async with client.claim(run.run_id, "engineer-1") as eng, client.claim(run.run_id, "courier-1") as cou:
             ...   # both leases on one connection; pushed envelopes are routed to their handle
 
-How it behaves (the rules of :mod:`._core`, carried over to a connection):
+This module is the agent API (claim, observe, submit); the connection under it (JSON-RPC framing, the reader
+task, heartbeats, reconnects) is :mod:`._ws_connection`. How it behaves (the rules of :mod:`._core`, carried
+over to a connection):
 
 * ``async with`` is required: the connection lives in a nursery the client opens on entry (a background task
   reads frames, answers the server's heartbeat pings, routes pushes and reconnects).
@@ -31,483 +33,31 @@ How it behaves (the rules of :mod:`._core`, carried over to a connection):
 
 from __future__ import annotations
 
-import json
-import ssl
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-import attrs
 import httpx
 import trio
-import trio_websocket
-from trio_websocket import ConnectionClosed, HandshakeError
 
-from warren_sim.protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
-from warren_sim.protocol.models import ClaimResponse, Receipt
-from warren_sim.protocol.strict_json import StrictJSONError, loads_strict
+from warren_sim.protocol.models import Receipt
 
 from . import _core as core
 from ._async import AsyncAgent, AsyncAgentClient
 from ._core import SUCCESS_STATUSES, RetryPolicy
 from ._exceptions import (
-    BadRequest,
     LeaseError,
     LeaseRejected,
     NotFound,
     ProtocolError,
     RunEnded,
-    ServerError,
     TransportError,
     WaitTimeout,
-    WarrenError,
-    error_for_status,
 )
 from ._models import Observation
+from ._ws_connection import Connection, Held, apply_claim, ws_url
 
 __all__ = ["AsyncWsAgent", "AsyncWsAgentClient", "ws_url"]
-
-#: Where the agent binding lives on a warren-agent/0 server.
-WS_PATH = "/v1/agent"
-INVALID_PARAMS = -32602
-MAX_MESSAGE_SIZE = 16 * 2**20
-
-
-def ws_url(base_url: str | httpx.URL) -> str:
-    """The agent WebSocket of the server at ``base_url``: ``http://h:p/x`` -> ``ws://h:p/x/v1/agent``."""
-    parts = urlsplit(str(base_url))
-    scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(parts.scheme)
-    if scheme is None or not parts.netloc:
-        raise ValueError(f"a server URL such as http://127.0.0.1:8000 is needed, not {str(base_url)!r}")
-    return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + WS_PATH, "", ""))
-
-
-def _leaf(group: BaseExceptionGroup[Any]) -> BaseException:
-    """The first exception of a (nested) exception group."""
-    exc: BaseException = group
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _describe(exc: BaseException) -> str:
-    cause = exc.__cause__ or exc.__context__
-    if str(exc) or cause is None:
-        return f"{type(exc).__name__}: {exc}"
-    return f"{type(exc).__name__}: {type(cause).__name__}: {cause}"
-
-
-def _rpc_error(method: str, error: Any) -> WarrenError:
-    """The SDK exception for a JSON-RPC error: HTTP-status codes map as over HTTP; -32602 is a bad request."""
-    if not isinstance(error, dict) or not isinstance(error.get("code"), int):
-        return ProtocolError(f"{method}: the server answered a malformed JSON-RPC error: {error!r}")
-    code, message = error["code"], str(error.get("message", ""))
-    data = error.get("data") if isinstance(error.get("data"), dict) else {}
-    detail = str(data.get("detail") or message)
-    if 400 <= code < 600:
-        return error_for_status(code, {"type": "about:blank", "title": message, "status": code, "detail": detail},
-                                method)
-    if code == INVALID_PARAMS:
-        return BadRequest(400, {"type": "about:blank", "title": message, "status": 400, "detail": detail}, method)
-    return ProtocolError(f"{method}: the server answered JSON-RPC error {code} ({message}): {detail}")
-
-
-class _Lost(Exception):
-    """The connection a request went out on is gone before its answer came (retried, or a TransportError)."""
-
-
-@attrs.define(eq=False)
-class _Waiter:
-    """A request's answer, to come."""
-
-    done: trio.Event = attrs.Factory(trio.Event)
-    message: dict[str, Any] | None = None  # None once done: the connection was lost
-
-
-@attrs.define(eq=False)
-class _Held:
-    """One agent whose lease this connection holds: where its pushed envelopes and notifications land."""
-
-    state: core.AgentState
-    claimed: bool = False  # the claim answered: the lease is known (re-claimed after a reconnect)
-    inbox: Observation | None = None  # the newest pushed envelope not handed out yet
-    take_any: bool = False  # a redelivery was asked: hand out the next pushed envelope even if seen
-    ended: str | None = None  # the run's terminal status, from run.status or a 410
-    ended_detail: str = ""
-    error: WarrenError | None = None  # the lease was lost at a reconnect, or a pushed envelope was malformed
-    changed: trio.Event = attrs.Factory(trio.Event)
-    pushed: int = 0  # envelopes pushed for this agent (redeliveries included)
-
-    def poke(self) -> None:
-        self.changed.set()
-        self.changed = trio.Event()
-
-    def offer(self, obs: Observation) -> None:
-        self.pushed += 1
-        if self.take_any or obs.seq > self.state.delivered_seq:
-            if self.inbox is None or obs.seq >= self.inbox.seq:
-                self.inbox = obs
-        self.poke()
-
-    def end(self, status: str, detail: str) -> None:
-        self.ended, self.ended_detail = status, detail
-        self.state.run_status = status
-        self.inbox = None
-        self.poke()
-
-
-class _Connection:
-    """The WebSocket: requests and their answers, pushes routed to held agents, heartbeats, reconnects."""
-
-    def __init__(self, url: str, *, retry: RetryPolicy, timeout: float,
-                 socket_wrapper: Callable[[Any], Any] | None) -> None:
-        self.url, self.retry, self.timeout = url, retry, timeout
-        self.socket_wrapper = socket_wrapper
-        self.held: dict[tuple[str, str], _Held] = {}
-        self.connections = 0  # sockets that completed the handshake (1 + reconnects)
-        self.pings_answered = 0
-        self.heartbeat_s: float | None = None
-        self.capabilities: dict[str, Any] = {}
-        self._live: Any = None  # the socket requests go out on, once its handshake is done
-        self._scope: trio.CancelScope | None = None  # the current socket's tasks
-        self._socket: Any = None
-        self._broken: WarrenError | None = None
-        self._closing = False
-        self._close_asked = trio.Event()
-        self._finished = trio.Event()
-        self._changed = trio.Event()
-        self._pending: dict[int, _Waiter] = {}
-        self._next_id = 0
-        self._last_heard = 0.0
-
-    def _poke(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
-
-    def check(self) -> None:
-        """Raise if this connection is over: the client gave up reconnecting (or met a non-warren-agent/0
-        server), or it was closed."""
-        if self._broken is not None:
-            if isinstance(self._broken, TransportError):
-                raise TransportError(str(self._broken)) from self._broken.__cause__
-            raise self._broken
-        if self._closing:
-            raise TransportError(f"the WebSocket client for {self.url} is closed")
-
-    async def ready(self) -> Any:
-        """The live socket, once connected (waits through a reconnect); TransportError if the client gave up."""
-        while True:
-            self.check()
-            if self._live is not None:
-                return self._live
-            await self._changed.wait()
-
-    # -- the connection's life -------------------------------------------------------------------------
-    async def supervise(self) -> None:
-        """Connect, and reconnect after each drop, until closed or out of retries. Never raises."""
-        failures, why = 0, ""
-        while not self._closing:
-            try:
-                was_live, why = await self._connect_once()
-                if was_live:
-                    failures = 0  # it was up: the next try is a reconnect, not a failure in a row
-            except WarrenError as exc:  # not warren-agent/0 (or it refused our protocol): retrying cannot help
-                self._broken = exc
-            finally:
-                self._down()
-            if self._broken is not None or self._closing:
-                break
-            if failures >= self.retry.attempts + 1:
-                self._broken = TransportError(f"WS {self.url}: could not connect after {failures} tries ({why})")
-                break
-            with trio.move_on_after(self.retry.delay(failures)):
-                await self._close_asked.wait()
-            failures += 1
-        self._poke()
-        for held in self.held.values():  # waiting handles learn that no envelope will come
-            held.poke()
-        self._finished.set()
-
-    async def _connect_once(self) -> tuple[bool, str]:
-        """One connection from TCP connect to close: (whether it got live, why it ended).
-
-        The TCP stream is ours, opened here and always closed here: trio-websocket leaves it open when the peer
-        drops TCP without a closing handshake (a server that died)."""
-        parts = urlsplit(self.url)
-        secure = parts.scheme == "wss"
-        host, port = parts.hostname or "", parts.port or (443 if secure else 80)
-        resource = parts.path + (f"?{parts.query}" if parts.query else "")
-        try:
-            with trio.fail_after(self.timeout):
-                if secure:
-                    stream: Any = await trio.open_ssl_over_tcp_stream(
-                        host, port, ssl_context=ssl.create_default_context(), https_compatible=True)
-                else:
-                    stream = await trio.open_tcp_stream(host, port)
-        except (OSError, trio.TooSlowError) as exc:
-            return False, _describe(exc)
-        live, why = False, "the connection closed"
-        fatal: WarrenError | None = None
-        try:
-            async with trio.open_nursery() as nursery:  # trio-websocket's reader task, and our connection's
-                try:
-                    with trio.fail_after(self.timeout):
-                        raw = await trio_websocket.wrap_client_stream(
-                            nursery, stream, parts.netloc, resource, max_message_size=MAX_MESSAGE_SIZE,
-                            extra_headers=[(PROTOCOL_HEADER.encode(), PROTOCOL_VERSION.encode())])
-                    self._check_handshake(raw)
-                    live = await self._serve(raw if self.socket_wrapper is None else self.socket_wrapper(raw))
-                    # The closing handshake needs trio-websocket's reader, so it happens before the cancel below
-                    # (at once if the peer closed first).
-                    with trio.move_on_after(min(self.timeout, 2.0)):
-                        await raw.aclose()
-                finally:
-                    nursery.cancel_scope.cancel()
-        except* WarrenError as group:  # the handshake says this is not warren-agent/0
-            fatal = _leaf(group)  # type: ignore[assignment]
-        except* (HandshakeError, ConnectionClosed, OSError, trio.TooSlowError, trio.BrokenResourceError,
-                 trio.ClosedResourceError) as group:
-            why = _describe(_leaf(group))
-        finally:
-            with trio.CancelScope(shield=True):
-                await stream.aclose()
-        if fatal is not None:
-            raise fatal
-        return live, why
-
-    def _check_handshake(self, raw: Any) -> None:
-        sent = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw.handshake_headers}
-        got = sent.get(PROTOCOL_HEADER.lower())
-        if got != PROTOCOL_VERSION:
-            raise ProtocolError(f"WS {self.url}: the handshake's {PROTOCOL_HEADER} header is {got!r}, expected "
-                                f"{PROTOCOL_VERSION!r}; is this a warren-agent/0 server?")
-
-    async def _serve(self, socket: Any) -> bool:
-        """Run one socket: handshake, then until it closes. True if it got as far as being live."""
-        live = False
-        self._last_heard = trio.current_time()
-        async with trio.open_nursery() as nursery:
-            self._scope, self._socket = nursery.cancel_scope, socket
-            nursery.start_soon(self._reader, socket)
-            try:
-                await self._handshake(socket)
-            except _Lost:
-                nursery.cancel_scope.cancel()
-            except WarrenError as exc:
-                self._broken = exc
-                nursery.cancel_scope.cancel()
-            else:
-                live = True
-                self.connections += 1
-                self._live = socket
-                self._poke()
-                if self.heartbeat_s:
-                    nursery.start_soon(self._watchdog, socket, self.heartbeat_s)
-        return live
-
-    async def _handshake(self, socket: Any) -> None:
-        init = await self._request(socket, "initialize", {"protocol": PROTOCOL_VERSION})
-        if not isinstance(init, dict) or init.get("protocol") != PROTOCOL_VERSION:
-            raise ProtocolError(f"WS {self.url}: initialize answered {init!r}; expected protocol "
-                                f"{PROTOCOL_VERSION!r}")
-        self.capabilities = init.get("capabilities") if isinstance(init.get("capabilities"), dict) else {}
-        beat = self.capabilities.get("heartbeat_s")
-        self.heartbeat_s = float(beat) if isinstance(beat, int | float) and beat > 0 else None
-        for held in list(self.held.values()):  # a reconnect: claim every held agent again with its token
-            s = held.state
-            if not held.claimed or s.released or held.ended is not None:
-                continue
-            try:
-                got = await self._request(socket, "agent.claim",
-                                          {"run_id": s.run_id, "agent_id": s.agent_id, "lease": s.lease})
-                apply_claim(s, got, s.lease)
-            except RunEnded as exc:
-                held.end(exc.status or "ended", exc.detail)
-            except (ServerError, ProtocolError) as exc:  # held by another lease now, run gone...
-                held.error = exc
-                held.poke()
-
-    def _down(self) -> None:
-        self._live = self._socket = self._scope = None
-        for waiter in list(self._pending.values()):
-            waiter.done.set()  # message stays None: lost
-        self._pending.clear()
-        self._poke()
-
-    def _kill(self, socket: Any) -> None:
-        """Give up on ``socket`` (unanswered request, silent server): the supervisor reconnects."""
-        if self._socket is socket and self._scope is not None:
-            self._live = None
-            self._scope.cancel()
-
-    async def _watchdog(self, socket: Any, heartbeat_s: float) -> None:
-        while True:
-            await trio.sleep(heartbeat_s)
-            if trio.current_time() - self._last_heard > 3 * heartbeat_s:
-                self._kill(socket)
-                return
-
-    async def close(self) -> None:
-        """Stop: end the current connection with a closing handshake, do not reconnect."""
-        self._closing = True
-        self._close_asked.set()
-        if self._scope is not None:
-            self._scope.cancel()
-        self._poke()
-        with trio.move_on_after(3):
-            await self._finished.wait()
-
-    # -- frames ----------------------------------------------------------------------------------------
-    async def _reader(self, socket: Any) -> None:
-        try:
-            while True:
-                raw = await socket.get_message()
-                self._last_heard = trio.current_time()
-                await self._dispatch(socket, raw)
-        except ConnectionClosed:
-            pass
-        except ProtocolError as exc:
-            self._broken = exc
-        finally:
-            if self._scope is not None and self._socket is socket:
-                self._live = None
-                self._scope.cancel()
-
-    async def _dispatch(self, socket: Any, raw: str | bytes) -> None:
-        try:
-            message = loads_strict(raw)
-        except StrictJSONError as exc:
-            raise ProtocolError(f"WS {self.url}: a frame is not acceptable JSON: {exc}") from None
-        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-            raise ProtocolError(f"WS {self.url}: a frame is not a JSON-RPC 2.0 message: {str(raw)[:200]}")
-        method, rid = message.get("method"), message.get("id")
-        if isinstance(method, str):
-            params = message.get("params") if isinstance(message.get("params"), dict) else {}
-            if "id" in message:
-                await self._answer(socket, rid, method, params)
-            else:
-                self._notification(method, params)
-            return
-        waiter = self._pending.pop(rid, None) if isinstance(rid, int) and not isinstance(rid, bool) else None
-        if waiter is not None:
-            waiter.message = message
-            waiter.done.set()
-
-    async def _answer(self, socket: Any, rid: Any, method: str, params: dict[str, Any]) -> None:
-        """The server's requests: ``ping`` (its heartbeat; unanswered, it drops us after three intervals)."""
-        if method == "ping":
-            now = int(trio.current_time() * 1e9)
-            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "result": {
-                "origin_ns": params.get("origin_ns"), "receive_ns": now, "transmit_ns": now}}
-            self.pings_answered += 1
-        else:
-            reply = {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "Method not found",
-                                                            "data": {"detail": "this client answers ping only"}}}
-        try:
-            await socket.send_message(json.dumps(reply))
-        except ConnectionClosed:
-            pass  # the reader's next get_message says so
-
-    def _notification(self, method: str, params: dict[str, Any]) -> None:
-        if method in ("observation", "observations"):
-            items = [params] if method == "observation" else params.get("envelopes")
-            if not isinstance(items, list):
-                raise ProtocolError(f"WS {self.url}: an observations notification without an envelopes list")
-            for item in items:
-                env = item.get("envelope") if isinstance(item, dict) else None
-                held = self._held_for(env)
-                if held is None:
-                    continue
-                try:
-                    held.offer(core.model(env, Observation, f"the {method} notification"))
-                except ProtocolError as exc:
-                    held.error = exc
-                    held.poke()
-        elif method == "outcome":
-            held = self._held_for(params)
-            if held is not None:
-                held.poke()  # wait_outcome wakes and reads the receipt
-        elif method == "run.status":
-            held = self._held_for(params)
-            status = params.get("status")
-            if held is not None and isinstance(status, str):
-                result = params.get("detail") if isinstance(params.get("detail"), dict) else {}
-                reason = result.get("reason")
-                held.end(status, f"{held.state.run_id} has ended with status {status}"
-                                 + (f" ({reason})" if reason else "") + "; there will be no more observations")
-        # other notifications are ignored (forward compatible)
-
-    def _held_for(self, params: Any) -> _Held | None:
-        """The held agent a notification (or an envelope) names by ``run_id`` and ``agent_id``."""
-        if not isinstance(params, dict):
-            return None
-        run_id, agent_id = params.get("run_id"), params.get("agent_id")
-        if not isinstance(run_id, str) or not isinstance(agent_id, str):
-            return None
-        return self.held.get((run_id, agent_id))
-
-    # -- requests --------------------------------------------------------------------------------------
-    async def _request(self, socket: Any, method: str, params: dict[str, Any]) -> Any:
-        self._next_id += 1
-        rid = self._next_id
-        waiter = _Waiter()
-        self._pending[rid] = waiter
-        try:
-            try:
-                await socket.send_message(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
-                                                      "params": params}, ensure_ascii=False))
-            except ConnectionClosed as exc:
-                self._kill(socket)
-                raise _Lost(f"the connection closed while sending {method}") from exc
-            with trio.move_on_after(self.timeout) as scope:
-                await waiter.done.wait()
-            if scope.cancelled_caught:
-                self._kill(socket)
-                raise _Lost(f"no answer to {method} within {self.timeout:g} s")
-        finally:
-            self._pending.pop(rid, None)
-        message = waiter.message
-        if message is None:
-            raise _Lost(f"the connection closed before the answer to {method} came")
-        if "error" in message:
-            raise _rpc_error(method, message["error"])
-        if "result" not in message:
-            raise ProtocolError(f"{method}: the answer has neither result nor error")
-        return message["result"]
-
-    async def call(self, method: str, params: Callable[[], dict[str, Any]], *, retry: bool = True,
-                   gone_ok: tuple[type[Exception], ...] = ()) -> Any:
-        """Send a request and return its result. A request cut by a lost connection is sent again (with
-        ``params()`` built afresh) on the next one when ``retry``; an error in ``gone_ok`` on such a retry
-        means the first try got through, and returns None."""
-        attempt = 0
-        while True:
-            socket = await self.ready()
-            try:
-                return await self._request(socket, method, params())
-            except _Lost as exc:
-                if not retry or attempt >= self.retry.attempts:
-                    tries = f" (after {attempt + 1} tries)" if attempt else ""
-                    raise TransportError(f"{method} over {self.url} failed{tries}: {exc}") from exc
-                attempt += 1
-            except gone_ok:
-                if attempt == 0:
-                    raise
-                return None
-
-
-def apply_claim(state: core.AgentState, got: Any, sent_lease: str | None) -> None:
-    """Fold an ``agent.claim`` result (``{lease, briefing_revision, resumed}``) into the agent's state."""
-    if not isinstance(got, dict):
-        raise ProtocolError(f"agent.claim: the result must be an object, got {got!r}")
-    claim = core.model({k: v for k, v in got.items() if k != "resumed"}, ClaimResponse, "agent.claim")
-    state.resumed = bool(sent_lease) and claim.lease == sent_lease
-    state.lease = claim.lease
-    state.briefing_revision = max(state.briefing_revision, claim.briefing_revision)
-    state.released = False
-
 
 class AsyncWsAgentClient(AsyncAgentClient):
     """:class:`AsyncAgentClient` whose agents are driven over the WebSocket binding ``WS /v1/agent``.
@@ -529,7 +79,7 @@ class AsyncWsAgentClient(AsyncAgentClient):
         self.ws_url = url or ws_url(http.base_url)
         self._timeout = timeout or http.timeout.read or 10.0
         self.socket_wrapper = socket_wrapper
-        self._conn: _Connection | None = None
+        self._conn: Connection | None = None
         self._lifetime: Any = None
 
     async def __aenter__(self) -> AsyncWsAgentClient:
@@ -544,12 +94,11 @@ class AsyncWsAgentClient(AsyncAgentClient):
         self._lifetime = lifetime
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None = None, exc: BaseException | None = None,
-                        tb: TracebackType | None = None) -> None:
+    async def __aexit__(self, *exc: Any) -> None:
         lifetime, self._lifetime = self._lifetime, None
         try:
             if lifetime is not None:
-                await lifetime.__aexit__(exc_type, exc, tb)
+                await lifetime.__aexit__(*exc)
         finally:
             await self.aclose()
 
@@ -558,7 +107,7 @@ class AsyncWsAgentClient(AsyncAgentClient):
         """The connection's tasks in a nursery for the duration of the ``async with`` block. An exception of the
         block propagates as itself (not wrapped in an exception group): it is held until the nursery, which
         only holds the connection's own tasks, has closed."""
-        conn = _Connection(self.ws_url, retry=self.retry, timeout=self._timeout, socket_wrapper=self.socket_wrapper)
+        conn = Connection(self.ws_url, retry=self.retry, timeout=self._timeout, socket_wrapper=self.socket_wrapper)
         error: BaseException | None = None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(conn.supervise)
@@ -575,7 +124,7 @@ class AsyncWsAgentClient(AsyncAgentClient):
         if error is not None:
             raise error
 
-    def _connection(self) -> _Connection:
+    def _connection(self) -> Connection:
         if self._conn is None:
             raise RuntimeError("open the WebSocket client with `async with AsyncWsAgentClient(...)` (or "
                                "`async with AsyncAgentClient.open(url, transport='ws')`) before claiming agents")
@@ -609,7 +158,7 @@ class AsyncWsAgentClient(AsyncAgentClient):
             # answers a second claim with 409 unless it names the live lease).
             apply_claim(held.state, await conn.call("agent.claim", lambda: params, retry=retry), lease)
             return AsyncWsAgent(self, held)
-        held = _Held(core.AgentState(run_id, agent_id, lease or "", 1))
+        held = Held(core.AgentState(run_id, agent_id, lease or "", 1))
         conn.held[key] = held  # before the claim: the outstanding envelope is pushed right after its answer
         try:
             apply_claim(held.state, await conn.call("agent.claim", lambda: params, retry=retry), lease)
@@ -624,7 +173,7 @@ class AsyncWsAgentClient(AsyncAgentClient):
 class AsyncWsAgent(AsyncAgent):
     """One claimed agent over the WebSocket: the methods of :class:`AsyncAgent`, served by pushes."""
 
-    def __init__(self, client: AsyncWsAgentClient, held: _Held) -> None:
+    def __init__(self, client: AsyncWsAgentClient, held: Held) -> None:
         super().__init__(client, held.state)
         self._ws_client = client
         self._held = held
@@ -763,8 +312,7 @@ class AsyncWsAgent(AsyncAgent):
         if conn.held.get(self._key) is self._held:
             del conn.held[self._key]
 
-    async def __aexit__(self, exc_type: type[BaseException] | None = None, exc: BaseException | None = None,
-                        tb: TracebackType | None = None) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         s = self._state
         if s.released or s.detached:
             return

@@ -2,7 +2,8 @@
 
 This is the fast path of ``warren run`` and ``warren eval``: a plain loop over batches. A policy
 command that fails validation is recorded as a noop (source ``invalid``) with the error, so a buggy
-policy shows up in the trace instead of stalling the run.
+policy shows up in the trace instead of stalling the run. That rule, :func:`answer_or_noop`, is the
+one the served runtime applies to its NPCs too.
 """
 
 from __future__ import annotations
@@ -14,18 +15,40 @@ from .policy import NOOP, Policy
 from .sim import Simulation
 
 
+def answer_or_noop(sim: Simulation, agent_id: str, observation_id: str,
+                   answer: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The policy-answer-or-noop rule: ``(command to answer with, invalid record or None)``.
+
+    A valid command is answered as is. Anything else becomes a noop plus an ``invalid`` record holding
+    what the policy returned and why it was refused: a command the engine rejects, a value that is
+    not a command dict, or a policy's own ``{"invalid": "<reason>", "raw": ...}`` ("I have no usable
+    command", e.g. an LLM's unparsable reply), whose reason becomes the record's ``error``. The caller
+    journals the record and answers with source ``invalid``; a bad answer never stalls a run.
+    """
+    if isinstance(answer, dict) and "invalid" in answer and set(answer) <= {"invalid", "raw"}:
+        err: str | None = str(answer["invalid"]) or "the policy had no usable command"
+    elif not isinstance(answer, dict):
+        err = f"a policy's decide() must return a command dict, got {type(answer).__name__} {answer!r:.60}"
+        answer = repr(answer)
+    else:
+        err = sim.validate(agent_id, answer)
+    if err is None:
+        return answer, None
+    return dict(NOOP), {"kind": "invalid", "t": sim.time, "agent": agent_id, "observation_id": observation_id,
+                        "command": answer, "error": err}
+
+
 def run_headless(sim: Simulation, policies: Mapping[str, Policy], *,
                  on_batch: Callable[[Simulation], None] | None = None,
                  max_batches: int | None = None) -> dict[str, Any]:
     batches = 0
     while (batch := sim.advance()) is not None:
         for obs in batch.observations:
-            command = policies[obs.agent_id].decide(obs)
-            err = sim.validate(obs.agent_id, command)
-            if err:
-                sim.answer(obs.agent_id, dict(NOOP), source="invalid")
-                sim._emit({"kind": "invalid", "t": sim.time, "agent": obs.agent_id,
-                           "observation_id": obs.observation_id, "command": command, "error": err})
+            command, invalid = answer_or_noop(sim, obs.agent_id, obs.observation_id,
+                                              policies[obs.agent_id].decide(obs))
+            if invalid is not None:
+                sim.answer(obs.agent_id, command, source="invalid")
+                sim._emit(invalid)
             else:
                 sim.answer(obs.agent_id, command)
         sim.adjudicate()

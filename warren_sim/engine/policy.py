@@ -14,14 +14,24 @@ NOOP: dict[str, Any] = {"noop": True}
 
 
 class ObservationLike(Protocol):
-    agent_id: str
-    observation_id: str
-    seq: int
-    time: int
-    reason: str
-    observation: dict[str, Any]
-    affordances: list[dict[str, Any]]
+    """What a policy may read. Read-only properties, so that the engine's lazy ``Observation`` (computed
+    properties, slots), the SDK's frozen models and a plain object with attributes all satisfy it: a policy
+    reads an observation, it never assigns to one."""
 
+    @property
+    def agent_id(self) -> str: ...
+    @property
+    def observation_id(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def time(self) -> int: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def observation(self) -> dict[str, Any]: ...
+    @property
+    def affordances(self) -> list[dict[str, Any]]: ...
     @property
     def text(self) -> str: ...
 

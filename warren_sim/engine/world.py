@@ -138,11 +138,12 @@ class World:
             self.structures_at.setdefault(self.structures[sid].place, []).append(sid)
         self.agents: dict[str, Agent] = {}
         self.agents_at: dict[Cell, dict[str, None]] = {}
-        for a in spec.agents:
-            cell = self.resolve_cell(a.at, f"agent {a.id}")
-            agent = Agent(a.id, a.role, a.name, a.notes, cell, tools_by_role[a.role])
-            self.agents[a.id] = agent
-            self.agents_at.setdefault(cell, {})[a.id] = None
+        for agent_spec in spec.agents:
+            cell = self.resolve_cell(agent_spec.at, f"agent {agent_spec.id}")
+            agent = Agent(agent_spec.id, agent_spec.role, agent_spec.name, agent_spec.notes, cell,
+                          tools_by_role[agent_spec.role])
+            self.agents[agent_spec.id] = agent
+            self.agents_at.setdefault(cell, {})[agent_spec.id] = None
         self.agent_ids = sorted(self.agents)
         self.items: dict[str, Item] = {}
         self.items_at: dict[Cell, dict[str, None]] = {}

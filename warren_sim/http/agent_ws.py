@@ -21,11 +21,16 @@ import attrs
 import trio
 from quart import websocket
 
-from .. import PROTOCOL, __version__
+from .. import __version__
+from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
 from ..protocol.converter import converter
 from ..protocol.strict_json import StrictJSONError, loads_strict
+from ..runtime.errors import RunError
+from ..runtime.leases import RemoteAgent
 from ..runtime.manager import RunManager
-from ..runtime.run import RemoteAgent, Run, RunError
+from ..runtime.run import Run
+from ..runtime.views import current_envelope
+from .state import WarrenApp
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 NOTIFICATIONS = ("observation", "observations", "outcome", "run.status")
@@ -162,11 +167,11 @@ class AgentSession:
         return run, run.authenticate(agent_id, lease)
 
     def m_initialize(self, params: dict[str, Any]) -> dict[str, Any]:
-        asked = params.get("protocol", PROTOCOL)
-        if asked != PROTOCOL:
-            raise RunError(409, f"this server speaks {PROTOCOL}; initialize asked for {asked!r}")
+        asked = params.get("protocol", PROTOCOL_VERSION)
+        if asked != PROTOCOL_VERSION:
+            raise RunError(409, f"this server speaks {PROTOCOL_VERSION}; initialize asked for {asked!r}")
         self.initialized = True
-        return {"protocol": PROTOCOL, "server": f"warren {__version__}",
+        return {"protocol": PROTOCOL_VERSION, "server": f"warren {__version__}",
                 "capabilities": {"methods": list(METHODS), "notifications": list(NOTIFICATIONS),
                                  "subscribe_parts": list(PARTS), "heartbeat_s": self.heartbeat_s,
                                  "batched_observations": True}}
@@ -277,7 +282,7 @@ class AgentSession:
         others: list[dict[str, Any]] = []
         for sub in list(self.subs.values()):
             run, ra = sub.run, sub.agent
-            env = run.current_envelope(ra, sub.last_seq)
+            env = current_envelope(ra, sub.last_seq)
             if env is not None and (ra.lease is not None and ra.lease.live()):
                 sub.last_seq = env["seq"]
                 envelopes.append({"agent_id": ra.agent_id, "seq": env["seq"], "envelope": _narrow(env, sub.parts)})
@@ -372,15 +377,18 @@ METHODS = {
 }
 
 
-def register(app: Any, manager_of: Any, heartbeat_s: float) -> None:
+def register(app: WarrenApp) -> None:
+    """Add ``WS /v1/agent`` to ``app``."""
+    state = app.warren
+
     @app.websocket("/v1/agent")
     async def agent_socket() -> None:
-        sent = websocket.headers.get("X-Warren-Protocol")
-        if sent is not None and sent.strip() != PROTOCOL:
-            await websocket.close(1002, f"this server speaks {PROTOCOL}, not {sent}")
+        sent = websocket.headers.get(PROTOCOL_HEADER)
+        if sent is not None and sent.strip() != PROTOCOL_VERSION:
+            await websocket.close(1002, f"this server speaks {PROTOCOL_VERSION}, not {sent}")
             return
-        await websocket.accept(headers={"X-Warren-Protocol": PROTOCOL})
-        session = AgentSession(manager_of(), heartbeat_s)
+        await websocket.accept(headers={PROTOCOL_HEADER: PROTOCOL_VERSION})
+        session = AgentSession(state.runs(), state.config.heartbeat_s)
         try:
             await session.serve()
         except _Dropped:

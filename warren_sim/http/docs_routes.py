@@ -1,6 +1,6 @@
 """Routes that describe the protocol: ``GET /v1/schemas``, ``GET /v1/schemas/{name}``, ``GET /v1/openapi.json``.
 
-Kept apart from :mod:`warren_sim.http.app` (which registers them with one call) because they serve static
+Kept apart from the run routes (:mod:`warren_sim.http.app` registers them with one call) because they serve static
 descriptions, not runs. The protocol header and problem bodies come from the app's hooks like everywhere.
 """
 

@@ -21,20 +21,21 @@ from hypercorn.trio import serve
 from ..runtime.manager import ServerConfig
 from . import hypercorn_fixes
 from .app import create_app
+from .state import WarrenApp
 
 
 @attrs.define(eq=False)
 class RunningServer:
     url: str
-    app: Any
+    app: WarrenApp
     shutdown_event: trio.Event
     stopped: trio.Event = attrs.Factory(trio.Event)
 
     def shutdown(self) -> None:
         """Answer long-polls (their runs end as cancelled, journaled), then stop Hypercorn."""
-        state = self.app.warren_state
-        if "manager" in state:
-            state["manager"].shutdown()
+        manager = self.app.warren.manager
+        if manager is not None:
+            manager.shutdown()
         self.shutdown_event.set()
 
 

@@ -20,19 +20,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import trio
 from quart import Response, request, websocket
-from quart_trio import QuartTrio
 
-from .. import PROTOCOL
-from ..protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_HEADER
+from ..protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_HEADER, PROTOCOL_VERSION
 from ..protocol.models import problem
-from ..runtime.manager import RunManager, ServerConfig
-from ..runtime.run import Run, RunError
+from ..runtime.errors import RunError
+from ..runtime.run import Run
 from ..runtime.spectators import CONTROL_KINDS, LAGGED, TERMINAL, Subscription
+from .state import WarrenApp
 
 CLOSE_NORMAL, CLOSE_TRY_AGAIN_LATER = 1000, 1013
 MAX_CURSOR = 2**53 - 1
@@ -63,26 +62,29 @@ def sse_event(frame: dict[str, Any]) -> bytes:
     return f"{head}event: {frame['kind']}\ndata: {dumps(frame)}\n\n".encode()
 
 
-def register_stream_routes(app: QuartTrio, config: ServerConfig, manager: Callable[[], RunManager]) -> None:
+def register_stream_routes(app: WarrenApp) -> None:
+    """Add the spectator stream routes (WS and SSE) to ``app``."""
+    config, runs = app.warren.config, app.warren.runs
+
     def problem_response(status: int, detail: str) -> Response:
         body = json.dumps(problem(status, detail), ensure_ascii=False)
         return Response(body, status=status, content_type=PROBLEM_CONTENT_TYPE,
-                        headers={PROTOCOL_HEADER: PROTOCOL})
+                        headers={PROTOCOL_HEADER: PROTOCOL_VERSION})
 
     @app.websocket("/v1/runs/<run_id>/stream")
     async def stream(run_id: str) -> Response | None:
         sent = websocket.headers.get(PROTOCOL_HEADER)
-        if sent is not None and sent.strip() != PROTOCOL:
-            return problem_response(409, f"this server speaks {PROTOCOL}, the request's {PROTOCOL_HEADER} says "
-                                    f"{sent!r}; send {PROTOCOL_HEADER}: {PROTOCOL} or leave the header out")
+        if sent is not None and sent.strip() != PROTOCOL_VERSION:
+            return problem_response(409, f"this server speaks {PROTOCOL_VERSION}, the request's {PROTOCOL_HEADER} says "
+                                    f"{sent!r}; send {PROTOCOL_HEADER}: {PROTOCOL_VERSION} or leave the header out")
         with contextlib.ExitStack() as slot:
             try:
-                run = manager().get(run_id)
+                run = runs().get(run_id)
                 since = parse_cursor(websocket.args.get("since"), "query parameter since")
                 slot.enter_context(run.spectator_slot())  # 429 when the run has max_spectators already
             except RunError as exc:
                 return _with_retry_after(problem_response(exc.status, exc.detail), exc)
-            await websocket.accept(headers={PROTOCOL_HEADER: PROTOCOL})
+            await websocket.accept(headers={PROTOCOL_HEADER: PROTOCOL_VERSION})
             async with trio.open_nursery() as nursery:
                 # spectators have nothing to say; reading keeps a chatty client from stalling the
                 # server's view of its disconnect (Quart buffers only a few incoming messages)
@@ -102,7 +104,7 @@ def register_stream_routes(app: QuartTrio, config: ServerConfig, manager: Callab
 
     @app.route("/v1/runs/<run_id>/events", methods=["GET"])
     async def events(run_id: str) -> Response:
-        run = manager().get(run_id)
+        run = runs().get(run_id)
         header = request.headers.get("Last-Event-ID")
         if header is not None and header.strip() != "":
             since = parse_cursor(header, "the Last-Event-ID header")

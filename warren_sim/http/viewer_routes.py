@@ -10,16 +10,15 @@ records in a worker thread (the engine is deterministic: it is the text the agen
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from functools import lru_cache
 from importlib import resources
 
 import trio
 from quart import Response
-from quart_trio import QuartTrio
 
-from ..runtime.manager import RunManager
-from ..runtime.run import RunError
+from ..runtime.errors import RunError
+from ..runtime.rebuild import observation_texts
+from .state import WarrenApp
 
 #: The page may run only its own inline script and talk only to this server: nothing from a CDN.
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
@@ -38,8 +37,9 @@ def _page() -> Response:
                              "X-Content-Type-Options": "nosniff"})
 
 
-def register_viewer_routes(app: QuartTrio, manager: Callable[[], RunManager]) -> None:
+def register_viewer_routes(app: WarrenApp) -> None:
     texts: dict[tuple[str, str], str] = {}
+    manager = app.warren.runs
 
     @app.route("/", methods=["GET"])
     async def runs_page() -> Response:
@@ -52,8 +52,6 @@ def register_viewer_routes(app: QuartTrio, manager: Callable[[], RunManager]) ->
 
     @app.route("/runs/<run_id>/observations/<observation_id>", methods=["GET"])
     async def observation_text(run_id: str, observation_id: str) -> Response:
-        from ..viewer_page import observation_texts
-
         run = manager().get(run_id)
         key = (run_id, observation_id)
         if key not in texts:

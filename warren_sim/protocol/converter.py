@@ -16,7 +16,7 @@ are (they already are JSON data built by the engine) rather than copied recursiv
 import math
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import attrs
@@ -219,7 +219,7 @@ def _make_strict_dict_factory(
 
 def _make_strict_attrs_factory(conv: cattrs.Converter) -> Callable[[type], Callable[[object, Any], Any]]:
     def factory(cls: type) -> Callable[[object, Any], Any]:
-        inner = conv.gen_structure_attrs_fromdict(cls)
+        inner: Callable[[Mapping[str, Any], Any], Any] = conv.gen_structure_attrs_fromdict(cls)
         name = _wire_name(cls)
 
         def structure_attrs(value: object, _: Any) -> Any:
@@ -230,6 +230,12 @@ def _make_strict_attrs_factory(conv: cattrs.Converter) -> Callable[[type], Calla
         return structure_attrs
 
     return factory
+
+
+def _is_literal(tp: Any) -> bool:
+    # get_origin's overloads make mypy type the result as a ParamSpec; the runtime value is Literal's origin.
+    origin: object = get_origin(tp)
+    return origin is Literal
 
 
 def _is_generic_of(origin: type) -> Callable[[Any], bool]:
@@ -245,7 +251,7 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook(float, _structure_float)
     conv.register_structure_hook_func(lambda tp: tp is dict or tp == dict[str, Any], _structure_json_object)
     conv.register_structure_hook_func(lambda tp: tp == ParamValue, _structure_param_value)
-    conv.register_structure_hook_factory(lambda tp: get_origin(tp) is Literal, _literal_factory)
+    conv.register_structure_hook_factory(_is_literal, _literal_factory)
     conv.register_structure_hook_factory(lambda tp: _is_generic_of(list)(tp), _make_strict_list_factory(conv))
     conv.register_structure_hook_factory(
         lambda tp: _is_generic_of(dict)(tp) and tp != dict[str, Any], _make_strict_dict_factory(conv)

@@ -27,7 +27,7 @@ Decisions recorded here:
 
 import http
 import math
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 import attrs
 
@@ -35,6 +35,7 @@ __all__ = [
     "OUTCOMES",
     "RECEIPT_STATUSES",
     "RUN_STATUSES",
+    "LIVE_RUN_STATUSES",
     "TERMINAL_RUN_STATUSES",
     "AgentView",
     "ClaimResponse",
@@ -59,8 +60,11 @@ Outcome = Literal["pending", "accepted", "rejected", "completed", "interrupted",
 #: A scenario parameter value: one JSON scalar (null is not a value; leave the key out instead).
 ParamValue = int | float | str | bool
 
-RUN_STATUSES: tuple[str, ...] = ("created", "running", "completed", "failed", "cancelled", "crashed")
-TERMINAL_RUN_STATUSES = frozenset({"completed", "failed", "cancelled", "crashed"})
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+#: The statuses of a run that has not ended; every other run status is terminal (the one definition of
+#: "ended": the runtime, the client SDK and the spectator streams all read it from here).
+LIVE_RUN_STATUSES = frozenset({"created", "running"})
+TERMINAL_RUN_STATUSES = frozenset(RUN_STATUSES) - LIVE_RUN_STATUSES
 RECEIPT_STATUSES: tuple[str, ...] = ("accepted", "duplicate", "rejected", "stale", "expired")
 OUTCOMES: tuple[str, ...] = ("pending", "accepted", "rejected", "completed", "interrupted", "none")
 #: Outcomes a receipt for an accepted command can carry (everything but "none").

@@ -127,10 +127,11 @@ class _Bad:
         self.what = what
 
 
-class _DupDict(dict):  # type: ignore[type-arg]
+class _DupDict(dict[str, Any]):
     """A parsed object that had a duplicate key; remembers which key came twice."""
 
     __slots__ = ("dup_key",)
+    dup_key: str
 
 
 def _line_col(text: str, pos: int) -> tuple[int, int]:

@@ -6,18 +6,19 @@ does can take the manager, the server or another run down.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
 
-from ..engine import NoopPolicy, Policy, Simulation, briefing
 from ..protocol.models import RunCreate
-from ..scenarios import ScenarioError, list_scenarios, load_scenario
+from ..scenarios import ScenarioError, instantiate, list_scenarios, load_scenario
 from .clock import WallMap
+from .errors import RunError
 from .journal import Journal
-from .run import Run, RunConfig, RunError
+from .run import Run, RunConfig
 
 
 @attrs.define
@@ -35,6 +36,8 @@ class ServerConfig:
     max_runs: int = 64  # live (created or running) runs per server
     max_agents: int = 100_000  # per run
     body_timeout_s: float = 30.0  # real seconds a request body may take to arrive (408 beyond)
+    # Called with one line per run lifecycle change (created, started, ended with status); warren serve prints it.
+    on_event: Callable[[str], None] | None = None
 
 
 def _last_journaled_run(data_dir: Path | None) -> int:
@@ -89,15 +92,8 @@ class RunManager:
                            f"{scenario}; its agents: {shown}")
         run_id = f"run-{self._next}"
         self._next += 1
-        sim = Simulation(loaded.spec, seed, run_id=run_id, params=loaded.params)
-        policies: dict[str, Policy] = {}
-        for a in loaded.spec.agents:
-            if a.id in body.controlled_agents:
-                continue
-            if body.npc_policy == "solution" and loaded.solution is not None:
-                policies[a.id] = loaded.make_policy("solution", a.id, a.role, briefing(sim, a.id), seed)
-            else:
-                policies[a.id] = NoopPolicy()
+        npc = "solution" if body.npc_policy == "solution" and loaded.solution is not None else "none"
+        sim, policies = instantiate(loaded, seed, npc, body.controlled_agents, run_id=run_id)
         path = self.config.data_dir / f"{run_id}.jsonl" if self.config.data_dir is not None else None
         config = RunConfig(run_id, scenario, seed, tuple(body.controlled_agents), body.npc_policy, body.pace,
                            body.decision_deadline_s, dict(loaded.params), self.config.lease_ttl,
@@ -105,7 +101,21 @@ class RunManager:
         run = Run(config, sim, policies, Journal(path), self.wallmap)
         self.runs[run_id] = run
         self.nursery.start_soon(run.main, name=f"warren run {run_id}")
+        if self.config.on_event is not None:
+            self.config.on_event(f"{run_id} created: {scenario} seed {seed}, controlled "
+                                 f"{', '.join(body.controlled_agents) or 'none'}, npc_policy {body.npc_policy}")
+            self.nursery.start_soon(self._report_lifecycle, run, self.config.on_event)
         return run
+
+    @staticmethod
+    async def _report_lifecycle(run: Run, say: Callable[[str], None]) -> None:
+        """One line when the run starts and one when it ends, with its status and reason (``warren serve``)."""
+        await run.started.wait()
+        if not run.is_ended:
+            say(f"{run.run_id} started")
+        await run.ended.wait()
+        result = run.view().get("result") or {}
+        say(f"{run.run_id} ended: {run.status}" + (f" ({result['reason']})" if result.get("reason") else ""))
 
     def list_views(self) -> list[dict[str, Any]]:
         return [r.view() for r in self.runs.values()]

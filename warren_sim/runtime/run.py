@@ -20,46 +20,16 @@ import attrs
 import trio
 
 from ..engine import NOOP, Observation, Policy, Simulation, briefing
-from ..protocol.converter import converter
-from ..protocol.models import Envelope, Receipt
-from ..protocol.verdicts import AgentLedger, Judgement, judge, record_acceptance
+from ..engine.headless import answer_or_noop
+from ..protocol.models import TERMINAL_RUN_STATUSES, Receipt
+from ..protocol.verdicts import Judgement, judge, record_acceptance
 from .clock import WallMap, unix_now
+from .errors import RunError
 from .journal import Journal
-from .leases import Lease, new_token
+from .leases import RemoteAgent, check_lease, poll_slot, take_lease
+from .views import current_envelope, envelope_dict, receipt_with_outcome, run_view
 
-ENDED = ("completed", "failed", "cancelled", "crashed")
-
-
-class RunError(Exception):
-    """A request the run refuses; ``status`` is the HTTP status, ``detail`` teaches.
-
-    ``retry_after`` (seconds) is set on refusals by a cap (429): the HTTP layer sends it as ``Retry-After``.
-    """
-
-    def __init__(self, status: int, detail: str, *, retry_after: int | None = None) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.retry_after = retry_after
-
-
-@attrs.define(eq=False)
-class RemoteAgent:
-    """Server-side state of one controlled agent."""
-
-    agent_id: str
-    ledger: AgentLedger = attrs.Factory(AgentLedger)
-    lease: Lease | None = None
-    envelope: dict[str, Any] | None = None  # the newest envelope issued
-    envelope_seq: int = -1
-    answered: bool = True  # the newest envelope was answered (or closed)
-    changed: trio.Event = attrs.Factory(trio.Event)
-    receipts: dict[str, Receipt] = attrs.Factory(dict)  # latest receipt per command id (all verdicts)
-    observation_of_command: dict[str, str] = attrs.Factory(dict)
-
-    def poke(self) -> None:
-        self.changed.set()
-        self.changed = trio.Event()
+__all__ = ["Run", "RunConfig"]
 
 
 @attrs.define(eq=False)
@@ -124,7 +94,7 @@ class Run:
 
     @property
     def is_ended(self) -> bool:
-        return self.status in ENDED
+        return self.status in TERMINAL_RUN_STATUSES
 
     def cancel(self, reason: str = "cancelled by an operator") -> None:
         if self.is_ended:
@@ -212,28 +182,18 @@ class Run:
             await trio.lowlevel.checkpoint()
 
     def _answer_npc(self, obs: Observation) -> None:
-        command = self.policies[obs.agent_id].decide(obs)
-        err = self.sim.validate(obs.agent_id, command)
-        if err:
-            self.journal.append({"kind": "invalid", "t": self.sim.time, "agent": obs.agent_id,
-                                 "observation_id": obs.observation_id, "command": command, "error": err})
-            command, source = dict(NOOP), "invalid"
-        else:
-            source = "npc"
-        self.sim.answer(obs.agent_id, command, source=source)
+        command, invalid = answer_or_noop(self.sim, obs.agent_id, obs.observation_id,
+                                          self.policies[obs.agent_id].decide(obs))
+        if invalid is not None:
+            self.journal.append(invalid)
+        self.sim.answer(obs.agent_id, command, source="npc" if invalid is None else "invalid")
 
     def _publish(self, ra: RemoteAgent, obs: Observation, deadline: float) -> None:
         ra.ledger.issue(obs.observation_id, obs.seq)
-        env = Envelope(self.run_id, obs.agent_id, obs.observation_id, obs.seq, obs.time, obs.reason,
-                       round(self.wallmap.to_unix(deadline), 3), 1, obs.observation, obs.text, obs.affordances)
-        ra.envelope = converter.unstructure(env)
+        ra.envelope = envelope_dict(self.run_id, obs, self.wallmap.to_unix(deadline))
         ra.envelope_seq = obs.seq
         ra.answered = False
         ra.poke()
-
-    def _claimed(self, aid: str) -> bool:
-        lease = self.remote[aid].lease
-        return lease is not None and lease.live()
 
     async def _wait_answers(self, waiting: list[str]) -> None:
         """Wait until no claimed agent of the batch owes an answer.
@@ -265,7 +225,7 @@ class Run:
                 self._rescan = True  # a lease may have ended (or was refreshed): look again
 
     def _blocking(self, waiting: list[str]) -> list[str]:
-        return [a for a in waiting if not self.remote[a].answered and self._claimed(a)]
+        return [a for a in waiting if not self.remote[a].answered and self.remote[a].claimed]
 
     def _close_unanswered(self, waiting: list[str]) -> None:
         for aid in waiting:
@@ -273,7 +233,7 @@ class Run:
             if ra.answered:
                 continue
             oid = ra.envelope["observation_id"] if ra.envelope else ""
-            if self._claimed(aid):
+            if self.remote[aid].claimed:
                 ra.ledger.expire(oid, "deadline")
                 source = "expired"
             else:
@@ -307,41 +267,24 @@ class Run:
     def authenticate(self, agent_id: str, token: str | None) -> RemoteAgent:
         """Check the lease of a request and refresh its TTL (any authenticated request does)."""
         ra = self.agent(agent_id)
-        if not token:
-            raise RunError(401, f"this request needs ?lease=<token>; claim {agent_id} with POST "
-                           f"/v1/runs/{self.run_id}/agents/{agent_id}/claim to get one")
-        lease = ra.lease
-        if lease is None or not lease.matches(token):
-            raise RunError(403, f"that lease token does not hold {agent_id}; claim the agent again to get a "
-                           "valid one")
-        if not lease.live():
-            raise RunError(403, f"your lease on {agent_id} expired (no request for {self.config.lease_ttl:g} s); "
-                           "claim the agent again for a fresh token")
-        lease.refresh(self.config.lease_ttl)
+        check_lease(ra, token, self.config.lease_ttl, self.run_id)
         return ra
 
     def claim(self, agent_id: str, token: str | None) -> tuple[str, bool]:
-        """A new or resumed lease: ``(token, resumed)``."""
+        """A new or resumed lease: ``(token, resumed)``. The run starts once every controlled agent was claimed."""
         ra = self.agent(agent_id)
         if self.is_ended:
             raise RunError(410, f"{self.run_id} has ended with status {self.status}; it cannot be claimed")
-        lease = ra.lease
-        if lease is not None and lease.live():
-            if token and lease.matches(token):
-                lease.refresh(self.config.lease_ttl)
-                return lease.token, True
-            left = lease.expires_at - trio.current_time()
-            raise RunError(409, f"{agent_id} is held by another lease for up to {left:.0f} s more unless it is "
-                           "refreshed; resume with that lease's token (?lease=), or wait for it to be released "
-                           "or to expire")
-        ra.lease = Lease(agent_id, new_token(), trio.current_time() + self.config.lease_ttl)
+        token, resumed = take_lease(ra, token, self.config.lease_ttl, self.run_id)
+        if resumed:
+            return token, True
         self.journal.append({"kind": "claim", "t": self.sim.time, "agent": agent_id})
         self._claimed_once.add(agent_id)
         if self.status == "created" and len(self._claimed_once) == len(self.remote):
             self.start()  # every controlled agent has been claimed: nobody misses its start observation
         self._rescan = True
         self._poke_batch()
-        return ra.lease.token, False
+        return token, False
 
     def release(self, agent_id: str, token: str | None) -> None:
         ra = self.authenticate(agent_id, token)
@@ -356,41 +299,23 @@ class Run:
             self.briefings[agent_id] = briefing(self.sim, agent_id)
         return self.briefings[agent_id]
 
-    def current_envelope(self, ra: RemoteAgent, after: int) -> dict[str, Any] | None:
-        rec = ra.ledger.outstanding()
-        if rec is not None and rec.seq > after and ra.envelope is not None:
-            return ra.envelope
-        return None
-
     async def wait_observation(self, ra: RemoteAgent, after: int, wait: float) -> dict[str, Any] | None:
         """The outstanding envelope with ``seq > after``, waiting up to ``wait`` s; None on timeout.
 
         At most ``max_polls_per_lease`` of these run at once per lease (call right after ``authenticate``);
-        one more is refused with 429: a client needs one poll per agent, a few more only after reconnects.
+        one more is refused with 429 (:func:`~warren_sim.runtime.leases.poll_slot`).
         """
-        lease = ra.lease
-        cap = self.config.max_polls_per_lease
-        if lease is not None and lease.polls >= cap:
-            raise RunError(429, f"{cap} long-polls are already waiting on this lease of {ra.agent_id} (the "
-                           f"server's cap per lease); one poll at a time per agent is enough: let one return "
-                           "(at most its wait, or 204) or poll with wait=0, then retry", retry_after=1)
-        if lease is not None:
-            lease.polls += 1
-        try:
-            with trio.move_on_after(wait):
-                while True:
-                    if self.is_ended:
-                        raise RunError(410, f"{self.run_id} has ended with status {self.status}"
-                                       + (f" ({self.error})" if self.error else "")
-                                       + "; there will be no more observations")
-                    env = self.current_envelope(ra, after)
-                    if env is not None:
-                        return env
-                    await ra.changed.wait()
-            return None
-        finally:
-            if lease is not None:
-                lease.polls -= 1
+        with poll_slot(ra, self.config.max_polls_per_lease), trio.move_on_after(wait):
+            while True:
+                if self.is_ended:
+                    raise RunError(410, f"{self.run_id} has ended with status {self.status}"
+                                   + (f" ({self.error})" if self.error else "")
+                                   + "; there will be no more observations")
+                env = current_envelope(ra, after)
+                if env is not None:
+                    return env
+                await ra.changed.wait()
+        return None
 
     @contextlib.contextmanager
     def spectator_slot(self) -> Iterator[None]:
@@ -429,7 +354,7 @@ class Run:
             self._answered_now.append(aid)
             self._poke_batch()
         elif receipt.status == "duplicate":
-            receipt = self._with_outcome(aid, receipt)
+            receipt = receipt_with_outcome(self.sim, receipt)
             j = attrs.evolve(j, receipt=receipt)
         if receipt.status != "duplicate":
             ra.receipts[receipt.command_id] = receipt
@@ -439,16 +364,10 @@ class Run:
                              "wall": {"unix": round(unix_now(), 3)}})
         return j
 
-    def _with_outcome(self, agent_id: str, receipt: Receipt) -> Receipt:
-        if receipt.status not in ("accepted", "duplicate"):
-            return receipt
-        outcome, reason = self.sim.outcome_of(receipt.observation_id)
-        return attrs.evolve(receipt, outcome=outcome, outcome_reason=reason)
-
     def receipt(self, ra: RemoteAgent, command_id: str) -> Receipt:
         original = ra.ledger.accepted.get(command_id)
         if original is not None:
-            return self._with_outcome(ra.agent_id, original)
+            return receipt_with_outcome(self.sim, original)
         latest = ra.receipts.get(command_id)
         if latest is None:
             raise RunError(404, f"no command {command_id!r} was ever submitted for {ra.agent_id}; submit it "
@@ -457,15 +376,5 @@ class Run:
 
     # -- views ---------------------------------------------------------------------------------------
     def view(self) -> dict[str, Any]:
-        agents = [{"agent_id": aid, "role": self.sim.world.agents[aid].role, "controlled": aid in self.remote,
-                   "claimed": aid in self.remote and self._claimed(aid)} for aid in self.sim.world.agent_ids]
-        result = None
-        if self.is_ended:
-            result = {"status": self.status, "reason": self.sim.end_reason or self.error or self.cancel_reason,
-                      "sim_time_ms": self.sim.time, "decisions": self.sim.decisions}
-        pace = self.config.pace
-        return {"run_id": self.run_id, "scenario": self.config.scenario, "seed": self.config.seed,
-                "status": self.status, "sim_time_ms": self.sim.time, "agents": agents,
-                "objectives": self.sim.objective_views(), "result": result, "error": self.error,
-                "pace": pace if pace is None or math.isfinite(pace) else None,
-                "decision_deadline_s": self.config.decision_deadline_s}
+        """The run as ``GET /v1/runs/{id}`` shows it (see :func:`~warren_sim.runtime.views.run_view`)."""
+        return run_view(self)

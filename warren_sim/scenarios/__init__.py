@@ -9,6 +9,7 @@ from .loader import (
     scenario_dirs,
     validate_params,
 )
+from .policies import PolicyError, PolicyFactory, instantiate, resolve_policy
 
-__all__ = ["LoadedScenario", "ParamText", "ScenarioError", "list_scenarios", "load_scenario", "scenario_dirs",
-           "validate_params"]
+__all__ = ["LoadedScenario", "ParamText", "PolicyError", "PolicyFactory", "ScenarioError", "instantiate",
+           "list_scenarios", "load_scenario", "resolve_policy", "scenario_dirs", "validate_params"]

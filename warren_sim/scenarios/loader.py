@@ -16,7 +16,6 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -24,12 +23,12 @@ from typing import Any
 import attrs
 
 from ..engine import spec as S
-from ..engine.policy import NoopPolicy, Policy, RandomPolicy
+from ..engine.policy import Policy
 from ..engine.tools import GENERIC_NAMES
 from ..engine.world import World, WorldError
 
 DATA_FILE = "scenario.toml"
-_PY_TYPES = {"int": int, "float": (int, float), "str": str, "bool": bool}
+_PY_TYPES: dict[str, type[Any] | tuple[type[Any], ...]] = {"int": int, "float": (int, float), "str": str, "bool": bool}
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TRUE_TEXTS, _FALSE_TEXTS = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
@@ -47,10 +46,21 @@ class ScenarioError(ValueError):
     """A scenario that cannot be loaded; the message names the file, the key path and the expectation."""
 
 
+def bundled_scenarios_dir() -> Path:
+    """The scenarios shipped with WARREN: the repo's top-level ``scenarios/``, installed as the package
+    ``warren_sim._bundled_scenarios`` (pyproject maps it; see docs/scenarios.md). From a source checkout
+    without an install the directory itself is used."""
+    spec = importlib.util.find_spec("warren_sim._bundled_scenarios")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0])
+    return Path(__file__).resolve().parents[2] / "scenarios"
+
+
 def scenario_dirs() -> list[Path]:
-    """Where scenarios are looked up: ``$WARREN_SCENARIOS`` (os.pathsep-separated), then the repo's."""
+    """Where scenarios are looked up, first match wins: ``$WARREN_SCENARIOS`` (os.pathsep-separated; ``warren
+    --scenarios DIR`` puts DIR in front of it), then the bundled scenarios."""
     dirs = [Path(p) for p in os.environ.get("WARREN_SCENARIOS", "").split(os.pathsep) if p]
-    dirs.append(Path(__file__).resolve().parents[2] / "scenarios")
+    dirs.append(bundled_scenarios_dir())
     return dirs
 
 
@@ -156,32 +166,11 @@ class LoadedScenario:
     solution: ModuleType | None
 
     def make_policy(self, kind: str, agent_id: str, role: str, briefing: dict[str, Any], seed: int = 0) -> Policy:
-        """``solution`` (the bundled policies), ``random``, ``none``, or ``module:callable``."""
-        if kind == "solution":
-            if self.solution is None:
-                raise ScenarioError(f"scenario {self.name} has no solution.py")
-            return self.solution.make_policy(agent_id, role, briefing)
-        if kind == "random":
-            return RandomPolicy(seed * 1_000_003 + sum(map(ord, agent_id)))
-        if kind == "none":
-            return NoopPolicy()
-        factory = load_callable(kind)
-        return factory(agent_id, role, briefing)
+        """One agent's policy from a ``--policy`` spec (:func:`warren_sim.scenarios.policies.resolve_policy`)."""
+        from .policies import resolve_policy
 
-
-def load_callable(ref: str) -> Callable[..., Any]:
-    """``package.module:callable`` -> the callable, with an error that says what the form is."""
-    module_name, sep, attr = ref.partition(":")
-    if not sep or not module_name or not attr:
-        raise ScenarioError(f"policy {ref!r}: expected 'solution', 'random', 'none' or 'module:callable'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ScenarioError(f"policy {ref!r}: cannot import {module_name}: {exc}") from None
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ScenarioError(f"policy {ref!r}: module {module_name} has no attribute {attr}") from None
+        policy: Policy = resolve_policy(kind, self, seed)(agent_id, role, briefing)
+        return policy
 
 
 def _load_module(path: Path, name: str) -> ModuleType:

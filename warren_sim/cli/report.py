@@ -6,9 +6,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ._common import EXIT_OK, UsageError, subparser
+
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("report", help="plot a run from its journal: objectives over sim time, actions by agent "
+    p = subparser(sub, "report", help="plot a run from its journal: objectives over sim time, actions by agent "
                        "and lane (PNG and SVG; needs warren-sim[plot])")
     p.add_argument("journal", type=Path, help="a served run's journal or a `warren run --trace` file")
     p.add_argument("--out", type=Path, default=None, metavar="DIR",
@@ -17,9 +19,8 @@ def register(sub: Any) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .cli import UsageError
-    from .report.data import ReportError, read_records
-    from .report.plots import write_report
+    from ..report.data import ReportError, read_records
+    from ..report.plots import write_report
 
     out = args.out or args.journal.with_name(args.journal.stem + "-report")
     try:
@@ -28,4 +29,4 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     for path in written:
         print(path)
-    return 0
+    return EXIT_OK

@@ -1,4 +1,4 @@
-"""``warren eval``: run scenarios over many seeds headless and report how a policy does.
+"""Evaluation: run scenarios over many seeds headless and report how a policy does (``warren eval``).
 
 For each scenario: the completion rate, the mean and 95th percentile of sim time, the mean number of
 decisions, and the mean score. The score is the scenario's own number when its ``solution.py``
@@ -12,51 +12,24 @@ an evaluation is reproducible. The scenario is loaded once and its spec shared b
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
-from .engine import Simulation, run_headless
-from .headless_cli import cli_params, start_run
-from .progress import Progress
-from .runtime.clock import wall_seconds
-from .scenarios import LoadedScenario, ScenarioError, load_scenario
+from ..engine import Simulation, run_headless
+from ..runtime.clock import wall_seconds
+from ..scenarios import LoadedScenario, ScenarioError, instantiate, load_scenario
 
 MAX_SEEDS = 1_000_000
 SAME_BATCH = "earlier in this batch"  # how rules.check names a conflict lost to an earlier answer
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser("eval", help="run scenarios over many seeds and report completion, sim time, "
-                                    "decisions and score",
-                       description="Run each SCENARIO headless once per seed and report, per scenario: "
-                                   "completion rate, mean and p95 sim time, mean decisions and mean score.")
-    p.add_argument("scenarios", nargs="+", metavar="SCENARIO", help="scenario name(s) or directory(ies)")
-    p.add_argument("--seeds", default="0-99", help="seeds to run: '0-99', '7', or a list like '0-9,20,30-39' "
-                                                   "(default 0-99)")
-    p.add_argument("--policy", default="solution", help="solution, random, none or module:callable "
-                                                        "(default solution)")
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="scenario parameter (repeatable); every scenario given must declare it")
-    p.add_argument("--conflicts", action="store_true",
-                   help="record each run's journal and count same-batch conflicts (slower)")
-    p.add_argument("--min-completion", type=float, default=None, metavar="RATE",
-                   help="exit 1 when a scenario's completion rate is below RATE (0..1)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
-    p.add_argument("--plot", type=Path, default=None, metavar="DIR",
-                   help="also plot completion rate and score over seeds and the sim-time distribution into DIR "
-                        "(PNG and SVG; needs warren-sim[plot])")
-    p.set_defaults(func=cmd_eval)
+class SeedsError(ValueError):
+    """A ``--seeds`` text that is not a seed list; the message says what the form is."""
 
 
 def parse_seeds(text: str) -> list[int]:
     """``'0-99'`` -> 0..99; ``'0-9,20,30-39'`` -> those; duplicates are kept once, in the order given."""
-    from .cli import UsageError
-
     seeds: dict[int, None] = {}
     for part in text.split(","):
         part = part.strip()
@@ -65,12 +38,12 @@ def parse_seeds(text: str) -> list[int]:
             a = int(low)
             b = int(high) if sep else a
         except ValueError:
-            raise UsageError(f"--seeds: {part!r} is not a seed or a range; write '0-99', '7' or "
+            raise SeedsError(f"--seeds: {part!r} is not a seed or a range; write '0-99', '7' or "
                              "'0-9,20,30-39' (seeds are integers >= 0)") from None
         if a < 0 or b < a:
-            raise UsageError(f"--seeds: {part!r} must be N or LOW-HIGH with 0 <= LOW <= HIGH")
+            raise SeedsError(f"--seeds: {part!r} must be N or LOW-HIGH with 0 <= LOW <= HIGH")
         if len(seeds) + (b - a + 1) > MAX_SEEDS:
-            raise UsageError(f"--seeds: at most {MAX_SEEDS} seeds per evaluation")
+            raise SeedsError(f"--seeds: at most {MAX_SEEDS} seeds per evaluation")
         for s in range(a, b + 1):
             seeds[s] = None
     return list(seeds)
@@ -102,7 +75,7 @@ def score_of(sc: LoadedScenario, summary: dict[str, Any], sim: Simulation) -> fl
 def run_one(sc: LoadedScenario, seed: int, policy: str, *, conflicts: bool = False) -> dict[str, Any]:
     """One headless run: its status, sim time, decisions, score (and conflicts when asked), plus wall time."""
     started = wall_seconds()
-    counts = Counter()
+    counts: Counter[str] = Counter()
 
     def count(s: Simulation) -> None:
         for r in s.drain_records():
@@ -111,7 +84,7 @@ def run_one(sc: LoadedScenario, seed: int, policy: str, *, conflicts: bool = Fal
                 if SAME_BATCH in r["reason"]:
                     counts["conflicts"] += 1
 
-    sim, policies = start_run(sc, seed, policy, record=conflicts, run_id=f"eval-{seed}")
+    sim, policies = instantiate(sc, seed, policy, record=conflicts, run_id=f"eval-{seed}")
     try:
         summary = run_headless(sim, policies, on_batch=count if conflicts else None)
     except Exception as exc:  # a policy that raises: report the run as crashed and go on
@@ -209,43 +182,3 @@ def render_table(reports: list[dict[str, Any]], seeds_text: str) -> str:
         for item in r["not_completed"]:
             lines.append(f"  {r['scenario']}: {item['runs']} run(s) {item['reason']}")
     return "\n".join(lines)
-
-
-def cmd_eval(args: argparse.Namespace) -> int:
-    from .cli import EXIT_FAILED, EXIT_OK, UsageError
-
-    seeds = parse_seeds(args.seeds)
-    params = cli_params(args.param)
-    if args.min_completion is not None and not 0 <= args.min_completion <= 1:
-        raise UsageError(f"--min-completion must be a rate between 0 and 1, got {args.min_completion}")
-    progress = Progress(f"warren eval ({len(seeds)} seeds x {len(args.scenarios)} scenarios)")
-    done = [0]
-
-    def on_seed(name: str, i: int, total: int) -> None:
-        progress.update(label=name, seeds_done=done[0] + i, seeds_total=total * len(args.scenarios))
-
-    reports = []
-    with progress:
-        for scenario in args.scenarios:
-            try:
-                reports.append(evaluate(scenario, seeds, args.policy, params, conflicts=args.conflicts,
-                                        progress=on_seed))
-            except ScenarioError as exc:
-                raise UsageError(str(exc)) from None
-            done[0] += len(seeds)
-    if args.json:
-        print(json.dumps({"seeds": seeds, "policy": args.policy, "results": reports}, indent=2))
-    else:
-        print(render_table(reports, args.seeds))
-    if args.plot is not None:
-        from .report.data import ReportError
-        from .report.plots import write_eval_plots
-
-        try:
-            written = write_eval_plots(reports, args.plot)
-        except ReportError as exc:
-            raise UsageError(str(exc)) from None
-        print("plots: " + ", ".join(str(p) for p in written), file=sys.stderr if args.json else sys.stdout)
-    if args.min_completion is not None and any(r["completion_rate"] < args.min_completion for r in reports):
-        return EXIT_FAILED
-    return EXIT_OK

@@ -1,0 +1,60 @@
+"""``warren``: the composition root, and the only module that imports the subcommands.
+
+Subcommands, one module each in this package:
+
+- ``run``: one scenario headless with in-process policies, as fast as it goes (``--trace`` writes its journal)
+- ``eval``: scenarios over many seeds headless, a table of completion, sim time, decisions and score
+- ``scenarios``: list the scenarios found, with premise, agents and parameters
+- ``serve``: serve warren-agent/0 (HTTP long-polling and the WebSocket binding) on Hypercorn
+- ``agent``: drive one remote agent of a served run with a policy (``--create`` makes the run)
+- ``demo``: a server, a run and a remote agent in one process, with a live transcript
+- ``replay``: re-run a journal or trace and check the engine produces the same records (``--html``: the viewer
+  with the journal embedded, one file)
+- ``report``: plots of a run from its journal (objectives over sim time, actions by agent and lane)
+- ``conformance``: check any warren-agent/0 server against the protocol, rule by rule
+- ``bench``: the benchmarks of a source checkout (``python -m bench``)
+
+Each module has ``register(subparsers)`` and the command functions; shared pieces live in
+:mod:`warren_sim.cli._common`. Library code lives below (``scenarios``, ``evaluation``, ``replay``,
+``conformance``, ``runtime``, ``http``, ``client``); nothing there imports this package (import-linter and
+tests/test_layers.py check it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import __version__
+from . import agent, bench, conformance, demo, replay, report, run, scenarios, serve
+from . import eval as eval_
+from ._common import EXIT_USAGE, UsageError
+
+__all__ = ["EXIT_USAGE", "UsageError", "build_parser", "main"]
+
+SUBCOMMANDS = (run, eval_, scenarios, serve, agent, demo, replay, report, conformance, bench)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="warren", description="WARREN: a deterministic multi-agent simulator "
+                                     "for testing agents, served over warren-agent/0.")
+    parser.add_argument("--version", action="version", version=f"warren {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in SUBCOMMANDS:
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args.func(args))
+    except UsageError as exc:
+        print(f"warren {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,108 @@
+"""What every subcommand shares: exit codes, ``UsageError``, ``--param`` and ``--scenarios`` parsing.
+
+Subcommand modules import from here and never from each other or from ``warren_sim.cli`` itself, so
+the package has one root (:func:`warren_sim.cli.main`) and no cycles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..scenarios import ParamText, PolicyFactory, ScenarioError, load_scenario, resolve_policy
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad command-line input; printed without a traceback, exit code 2."""
+
+
+def cli_params(texts: list[str]) -> dict[str, ParamText]:
+    """``["agents=1000"]`` -> ``{"agents": ParamText("1000")}``; the loader reads each by its declared type."""
+    out: dict[str, ParamText] = {}
+    for text in texts:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--param expects NAME=VALUE (for example --param agents=1000), got {text!r}")
+        out[key.strip()] = ParamText(value)
+    return out
+
+
+def add_scenarios_option(p: argparse.ArgumentParser) -> None:
+    """``--scenarios DIR`` (repeatable) on every subcommand that loads scenarios."""
+    p.add_argument("--scenarios", action="append", default=[], type=Path, metavar="DIR", dest="scenario_dirs",
+                   help="also look for scenarios in DIR (repeatable; searched before $WARREN_SCENARIOS and the "
+                        "bundled ones)")
+
+
+def apply_scenarios_option(args: argparse.Namespace) -> None:
+    """Put ``--scenarios`` directories in front of ``$WARREN_SCENARIOS`` (the loader's search path).
+
+    The environment variable, not a module global, so a server's run tasks and any child process see
+    the same directories as this command.
+    """
+    dirs: list[Path] = list(getattr(args, "scenario_dirs", None) or [])
+    missing = [str(d) for d in dirs if not d.is_dir()]
+    if missing:
+        raise UsageError(f"--scenarios: {', '.join(missing)} is not a directory")
+    if dirs:
+        old = [p for p in os.environ.get("WARREN_SCENARIOS", "").split(os.pathsep) if p]
+        os.environ["WARREN_SCENARIOS"] = os.pathsep.join([*(str(d.resolve()) for d in dirs), *old])
+
+
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Help that ends each option with its default (``(default: 0)``), unless the text already says it or
+    there is none worth saying (a flag, an unset option, an empty list)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        unset = action.default is None or action.default is False or action.default == [] \
+            or action.default == argparse.SUPPRESS
+        quiet = unset or "default" in text
+        if quiet or action.option_strings == [] and action.nargs in ("*", "+", argparse.REMAINDER):
+            return text
+        return text + " (default: %(default)s)"
+
+
+def subparser(sub: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand's parser whose help shows each option's default (``--seed SEED ... (default: 0)``)."""
+    kwargs.setdefault("formatter_class", DefaultsFormatter)
+    parser: argparse.ArgumentParser = sub.add_parser(name, **kwargs)
+    return parser
+
+
+def show_command(command: dict[str, Any]) -> str:
+    if "action" in command:
+        return f"{command['action']} {json.dumps(command.get('args', {}), ensure_ascii=False)}"
+    if "sleep_ms" in command:
+        return f"sleep {command['sleep_ms']} ms"
+    return "noop" if command.get("noop") is True else json.dumps(command, ensure_ascii=False)
+
+
+def show_receipt(receipt: Any) -> str:
+    text = receipt.status
+    if receipt.status in ("accepted", "duplicate"):
+        text += f" (outcome {receipt.outcome})"
+    if receipt.detail:
+        text += f": {receipt.detail}"
+    return text
+
+
+def remote_factory(spec: str, scenario: str, seed: int) -> PolicyFactory:
+    """``--policy`` resolved against a served run's scenario, before anything is claimed or created."""
+    try:
+        return resolve_policy(spec, load_scenario(scenario), seed)
+    except ScenarioError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def remote_policy(factory: PolicyFactory, agent_id: str, briefing: dict[str, Any]) -> Any:
+    """The remote agent's policy, made from its briefing (a product without ``decide`` is a usage error)."""
+    try:
+        return factory(agent_id, str(briefing.get("role", "")), briefing)
+    except ScenarioError as exc:
+        raise UsageError(str(exc)) from None

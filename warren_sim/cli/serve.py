@@ -1,0 +1,123 @@
+"""``warren serve``: warren-agent/0 over HTTP on Hypercorn, on the process clock of ``--rate``.
+
+It prints where it listens and where journals go (stdout), then logs one line per run lifecycle change
+(created, started, ended with its status and reason) to stderr through ``ServerConfig.on_event``; nothing
+per request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ..http.server import is_loopback, start_server
+from ..runtime.clock import make_clock
+from ..runtime.manager import ServerConfig
+from ._common import EXIT_OK, EXIT_USAGE, UsageError, add_scenarios_option, apply_scenarios_option, subparser
+
+
+def register(sub: Any) -> None:
+    p = subparser(sub, "serve", help="serve warren-agent/0: HTTP long-polling and the WebSocket binding",
+                  description="Serve warren-agent/0 on one port: the HTTP API under /v1 (agents long-poll "
+                              "GET /v1/runs/RUN/agents/AGENT/observations), the agent WebSocket binding "
+                              "WS /v1/agent (JSON-RPC 2.0, observations pushed, many leases per connection), "
+                              "spectator streams (WS /v1/runs/RUN/stream, SSE /v1/runs/RUN/events), and the "
+                              "protocol's documents (/v1/openapi.json, /v1/schemas). It prints where it listens and "
+                              "where journals go, then one line per run created, started and ended.")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (loopback only unless you say otherwise)")
+    p.add_argument("--port", type=int, default=8000, help="port (0 picks a free one)")
+    p.add_argument("--lease-ttl", type=float, default=300.0, help="lease TTL in (clock) seconds")
+    p.add_argument("--rate", type=float, default=1.0,
+                   help="clock rate: every deadline and timeout passes RATE times faster")
+    p.add_argument("--data-dir", type=Path, default=Path("warren-data"), help="where run journals are written")
+    p.add_argument("--max-wait", type=float, default=60.0, help="cap of a long-poll's wait (seconds)")
+    p.add_argument("--max-polls-per-lease", type=int, default=4,
+                   help="concurrent long-polls per lease; more get 429")
+    p.add_argument("--max-spectators", type=int, default=64,
+                   help="concurrent spectator streams per run; more get 429")
+    p.add_argument("--max-runs", type=int, default=64,
+                   help="live (created or running) runs per server; more get 429")
+    p.add_argument("--max-agents", type=int, default=100_000,
+                   help="agents per run; bigger worlds are refused with 400")
+    add_scenarios_option(p)
+    p.set_defaults(func=cmd_serve)
+
+
+async def serve_main(args: argparse.Namespace) -> None:
+    config = ServerConfig(lease_ttl=args.lease_ttl, data_dir=args.data_dir, max_wait_s=args.max_wait,
+                          rate=args.rate, max_polls_per_lease=args.max_polls_per_lease,
+                          max_spectators=args.max_spectators, max_runs=args.max_runs, max_agents=args.max_agents,
+                          on_event=lambda line: print(f"WARREN: {line}", file=sys.stderr, flush=True))
+    if not is_loopback(args.host):
+        print(f"warning: binding {args.host} exposes WARREN beyond this machine; anyone who can reach it can "
+              "create and cancel runs", file=sys.stderr, flush=True)
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(start_server, config, args.host, args.port)
+            print(f"WARREN listening on {server.url}", flush=True)
+            print(f"WARREN journals go to {args.data_dir.resolve()}/run-N.jsonl (--data-dir)", flush=True)
+
+            async def watch_signals() -> None:
+                async for signum in signals:
+                    if server.shutdown_event.is_set():
+                        print("WARREN: second signal, exiting now", file=sys.stderr, flush=True)
+                        nursery.cancel_scope.cancel()
+                        return
+                    print(f"WARREN shutting down ({signal.Signals(signum).name}): answering long-polls, "
+                          "journaling runs", file=sys.stderr, flush=True)
+                    server.shutdown()
+
+            nursery.start_soon(watch_signals)
+            await server.stopped.wait()
+            nursery.cancel_scope.cancel()
+    print("WARREN stopped", file=sys.stderr, flush=True)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    apply_scenarios_option(args)
+    if args.rate <= 0 or args.lease_ttl <= 0 or args.max_wait < 0:
+        raise UsageError("--rate and --lease-ttl must be > 0 and --max-wait >= 0")
+    caps = ("max_polls_per_lease", "max_spectators", "max_runs", "max_agents")
+    small = [f"--{c.replace('_', '-')}" for c in caps if getattr(args, c) < 1]
+    if small:
+        raise UsageError(f"{', '.join(small)} must be >= 1")
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be 0..65535, got {args.port}")
+    try:
+        trio.run(serve_main, args, clock=make_clock(args.rate))
+    except BaseExceptionGroup as group:
+        bind_error = group.subgroup(OSError)
+        if bind_error is None:
+            raise
+        return _cannot_listen(args, _first_leaf(bind_error))
+    except OSError as exc:
+        return _cannot_listen(args, exc)
+    return EXIT_OK
+
+
+def _first_leaf(group: BaseExceptionGroup[OSError]) -> OSError:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    assert isinstance(exc, OSError)
+    return exc
+
+
+def _cannot_listen(args: argparse.Namespace, exc: OSError) -> int:
+    """A bind failure in one line that says what to do (exit 2: the command line asked for it)."""
+    where = f"{args.host}:{args.port}"
+    if exc.errno == errno.EADDRINUSE:
+        print(f"warren serve: address {where} is in use; pick another --port (0 picks a free one) or stop the "
+              "other server", file=sys.stderr)
+    elif exc.errno == errno.EADDRNOTAVAIL:
+        print(f"warren serve: cannot bind {where}: no interface of this machine has that address (--host)",
+              file=sys.stderr)
+    else:
+        print(f"warren serve: cannot listen on {where}: {exc.strerror or exc}", file=sys.stderr)
+    return EXIT_USAGE

@@ -1,0 +1,45 @@
+"""Discovery routes: ``GET /v1`` (what this server is and speaks), ``GET /v1/scenarios``, ``GET /v1/scenarios/{name}``
+(with the world's ``layout``, see :mod:`.scenario_view`).
+
+They read scenario files and the app's URL map, never a run.
+"""
+
+from __future__ import annotations
+
+from quart import Response, request
+
+from .. import __version__
+from ..protocol import PROTOCOL_VERSION
+from ..scenarios import ScenarioError, list_scenarios, load_scenario
+from .replies import BadRequest, reply
+from .scenario_view import ScenarioRequestError, describe_scenario
+from .state import WarrenApp
+
+__all__ = ["register_scenario_routes"]
+
+
+def register_scenario_routes(app: WarrenApp) -> None:
+    @app.route("/v1", methods=["GET"])
+    async def index() -> Response:
+        return reply({"protocol": PROTOCOL_VERSION, "server": f"warren {__version__}",
+                      "endpoints": [f"{r.methods and sorted(r.methods - {'HEAD', 'OPTIONS'})} {r.rule}"
+                                    for r in app.url_map.iter_rules() if r.rule.startswith("/v1")]})
+
+    @app.route("/v1/scenarios", methods=["GET"])
+    async def scenarios() -> Response:
+        out = []
+        for name in list_scenarios():
+            try:
+                spec = load_scenario(name).spec
+            except ScenarioError:
+                continue
+            out.append({"name": name, "title": spec.title, "premise": spec.premise,
+                        "agents": len(spec.agents)})
+        return reply({"scenarios": out})
+
+    @app.route("/v1/scenarios/<name>", methods=["GET"])
+    async def scenario(name: str) -> Response:
+        try:  # the description, with the layout of the world that ?params=<JSON object> gives
+            return reply(describe_scenario(name, request.args.get("params")))
+        except ScenarioRequestError as exc:
+            raise BadRequest(exc.status, exc.detail) from None

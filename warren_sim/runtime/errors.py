@@ -1,0 +1,19 @@
+"""RunError: the one way the runtime refuses a request (an HTTP status and a teaching detail)."""
+
+from __future__ import annotations
+
+__all__ = ["RunError"]
+
+
+class RunError(Exception):
+    """A request the run refuses; ``status`` is the HTTP status, ``detail`` teaches.
+
+    ``retry_after`` (seconds) is set on refusals by a cap (429): the HTTP layer sends it as ``Retry-After``;
+    the agent WebSocket carries ``status`` as its JSON-RPC error code.
+    """
+
+    def __init__(self, status: int, detail: str, *, retry_after: int | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.retry_after = retry_after
