@@ -6,6 +6,7 @@ They read scenario files and the app's URL map, never a run.
 
 from __future__ import annotations
 
+import trio
 from quart import Response, request
 
 from .. import __version__
@@ -39,7 +40,8 @@ def register_scenario_routes(app: WarrenApp) -> None:
 
     @app.route("/v1/scenarios/<name>", methods=["GET"])
     async def scenario(name: str) -> Response:
-        try:  # the description, with the layout of the world that ?params=<JSON object> gives
-            return reply(describe_scenario(name, request.args.get("params")))
+        try:  # the description, with the layout of the world that ?params=<JSON object> gives; a worker
+            # thread builds it, so a large world (100,000 foragers) never stalls the server's other requests
+            return reply(await trio.to_thread.run_sync(describe_scenario, name, request.args.get("params")))
         except ScenarioRequestError as exc:
             raise BadRequest(exc.status, exc.detail) from None
