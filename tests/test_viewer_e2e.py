@@ -46,6 +46,22 @@ async def scrub_to(page: Page, cursor: int) -> dict[str, str]:
     return await page.state()
 
 
+async def hover(page: Page, agent: str) -> str:
+    """Move the mouse over ``agent``'s cell on the canvas (a real input event); the tooltip's text once complete."""
+    state = await page.state()
+    geometry = json.loads(state["geometry"])
+    space, _, xy = json.loads(state["agents"])[agent].partition(":")
+    x, y = (int(v) for v in xy.split(","))
+    box = await page.evaluate("(() => { const r = document.getElementById('map').getBoundingClientRect(); "
+                              "return [r.left, r.top]; })()")
+    cell, origin = geometry["cell"], geometry["origin"][space]
+    px, py = box[0] + origin["x"] + (x + 0.5) * cell, box[1] + origin["y"] + (y + 0.5) * cell
+    await page.call("Input.dispatchMouseEvent", type="mouseMoved", x=px, y=py)
+    return await page.wait_for("(() => { const t = document.getElementById('tip'); "
+                               "return t.style.display === 'block' && t.innerText.includes('last observation') "
+                               "&& !t.innerText.endsWith(':') ? t.innerText : ''; })()")
+
+
 async def check_final(page: Page) -> dict[str, str]:
     """The DOM at the end of bridge_repair seed 3: every agent, both objectives met, the run completed."""
     state = await page.state()
@@ -85,6 +101,15 @@ async def test_viewer_follows_a_served_run_and_scrubs_back_to_what_it_showed(ser
                     assert (await scrub_to(page, cursor))["snapshot"] == live[cursor], f"cursor {cursor}"
                 assert (await page.state())["following"] == "false"
                 assert (await scrub_to(page, last))["snapshot"] == live[last]
+                # Hover engineer-1: its last observation's text, rebuilt by the server, shows in the tooltip.
+                tip = await hover(page, "engineer-1")
+                assert "engineer-1 (engineer) at village:11,4" in tip and "carrying toolbox-1" in tip
+                last_obs = [json.loads(line) for line in journal if '"kind":"observation"' in line
+                            and '"agent":"engineer-1"' in line][-1]["observation_id"]
+                assert f"last observation {last_obs}" in tip, tip
+                served_text = (await http.get(f"/runs/{run}/observations/{last_obs.replace('#', '%23')}")).json()["text"]
+                assert served_text and served_text in tip
+                await page.call("Input.dispatchMouseEvent", type="mouseMoved", x=2, y=2)  # off the map again
                 shot = Path(os.environ.get("WARREN_SCREENSHOT") or tmp_path / "viewer.png")
                 await page.screenshot(shot)
                 assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
@@ -121,7 +146,10 @@ async def test_replay_html_is_the_viewer_with_the_journal_in_one_file(tmp_path):
             await page.wait_for(f"document.getElementById('state').dataset.cursor === '{len(records) - 1}'", 30)
             await check_final(page)
             # The hovered agent's last observation text is embedded (no server to ask).
+            last_obs = [r for r in records if r["kind"] == "observation" and r["agent"] == "engineer-1"][-1]
             text = await page.evaluate("(() => { const j = JSON.parse(document.getElementById('warren-embedded')"
-                                       ".textContent); return j.texts['engineer-1#0']; })()")
+                                       f".textContent); return j.texts['{last_obs['observation_id']}']; }})()")
             assert text and "engineer-1" in text
+            tip = await hover(page, "engineer-1")
+            assert f"last observation {last_obs['observation_id']}" in tip and text in tip
             assert page.errors == []
