@@ -43,6 +43,19 @@ def test_two_takes_of_one_item_have_one_winner_by_the_seeded_order() -> None:
             "rejected", f"hammer-1 is no longer here: {winner} has it earlier in this batch")
 
 
+def test_a_lost_conflict_is_structured_in_the_outcome_record() -> None:
+    """The loser's outcome record and sim.conflict_of carry {winner, resource}; no other outcome has the key."""
+    for seed in range(10):
+        sim, batch, observations = _contest(seed)
+        order = records(sim, "batch")[0]["order"]
+        winner, loser = sorted(("alice", "bob"), key=order.index)
+        outcomes = {r["agent"]: r for r in records(sim, "outcome")}
+        assert outcomes[loser]["conflict"] == {"winner": winner, "resource": "hammer-1"}
+        assert "conflict" not in outcomes[winner] and "conflict" not in outcomes["carol"]
+        assert sim.conflict_of(observations[loser].observation_id) == {"winner": winner, "resource": "hammer-1"}
+        assert sim.conflict_of(observations[winner].observation_id) is None
+
+
 def test_different_seeds_give_different_winners() -> None:
     """Over a few seeds, each contender wins at least once: the order is drawn, not alphabetical."""
     winners = {seed: _contest(seed)[0].world.items["hammer-1"].holder for seed in range(20)}

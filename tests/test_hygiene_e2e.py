@@ -41,6 +41,7 @@ def _long_poll(url: str, run: str, lease: str) -> tuple[int, float]:
         return r.status_code, wall_seconds() - t0
 
 
+@pytest.mark.slow  # 6 real seconds of long-poll and 5 s idle timers (fixed at 5 real s)
 def test_rate_10_long_poll_of_60s_works_while_idle_connections_close(tmp_path):
     """--rate 10: wait=60 answers 204 after ~6 s real; idle, silent and half-sent-header connections close at ~5 s."""
     with Served(tmp_path, "--rate", "10") as s:

@@ -15,6 +15,7 @@ from warren_sim.protocol.converter import (
 from warren_sim.protocol.models import (
     AgentView,
     ClaimResponse,
+    Conflict,
     Envelope,
     Problem,
     Receipt,
@@ -139,9 +140,27 @@ def test_receipt_round_trip_and_order() -> None:
         "detail": "",
         "outcome": "pending",
         "outcome_reason": "",
+        "conflict": None,
     }
-    assert list(data) == ["command_id", "observation_id", "status", "detail", "outcome", "outcome_reason"]
+    assert list(data) == ["command_id", "observation_id", "status", "detail", "outcome", "outcome_reason",
+                          "conflict"]
     assert structure_or_error(data, Receipt) == receipt
+    del data["conflict"]  # a receipt from a server that predates the field reads as "no conflict"
+    assert structure_or_error(data, Receipt) == receipt
+
+
+def test_a_conflict_is_structured_and_only_on_rejected_outcomes() -> None:
+    """conflict names the winner and the resource; only a rejected outcome may carry one; bad shapes teach."""
+    data = {"command_id": "c", "observation_id": "courier-1#2", "status": "accepted", "detail": "",
+            "outcome": "rejected", "outcome_reason": "toolbox-1 is no longer here: engineer-1 has it earlier in "
+            "this batch", "conflict": {"winner": "engineer-1", "resource": "toolbox-1"}}
+    receipt = structure_or_error(data, Receipt)
+    assert receipt.conflict == Conflict("engineer-1", "toolbox-1")
+    assert converter.unstructure(receipt) == data
+    with pytest.raises(ValueError, match="only a receipt whose outcome is 'rejected' names a conflict"):
+        Receipt("c", "o", "accepted", "", "completed", "", Conflict("engineer-1", "toolbox-1"))
+    err = wire_error({**data, "conflict": {"with": "engineer-1"}}, Receipt)
+    assert any(path.startswith("$.conflict") for path, _ in err.problems), err.problems
 
 
 def test_non_accepted_receipts_have_outcome_none() -> None:
@@ -304,3 +323,17 @@ def test_make_converter_builds_independent_converters() -> None:
     other = make_converter()
     assert other is not converter
     assert other.structure({"lease": "l", "briefing_revision": 2}, ClaimResponse) == ClaimResponse("l", 2)
+
+
+def test_terminal_run_statuses_are_defined_once_and_agree_with_the_engine() -> None:
+    """Terminal = every run status but created/running; the engine ends in one of them, the server adds crashed."""
+    from warren_sim.client._exceptions import RunEnded
+    from warren_sim.engine import END_STATUSES
+    from warren_sim.protocol.models import LIVE_RUN_STATUSES, RUN_STATUSES, TERMINAL_RUN_STATUSES
+
+    assert TERMINAL_RUN_STATUSES == set(RUN_STATUSES) - LIVE_RUN_STATUSES
+    assert TERMINAL_RUN_STATUSES - set(END_STATUSES) == {"crashed"}
+    for status in TERMINAL_RUN_STATUSES:  # the SDK reads the status out of a 410's detail with the same set
+        problem = {"type": "about:blank", "title": "Gone", "status": 410,
+                   "detail": f"run-1 has ended with status {status}; there will be no more observations"}
+        assert RunEnded(410, problem).status == status

@@ -51,7 +51,7 @@ async def test_worked_example(autojump_clock, tmp_path, kind):
         body = {"command_id": "c-7d21", "observation_id": "engineer-1#0", **TAKE}
         status, receipt = await agent.submit(run, lease, body)
         assert receipt == {"command_id": "c-7d21", "observation_id": "engineer-1#0", "status": "accepted",
-                           "detail": "", "outcome": "pending", "outcome_reason": ""}
+                           "detail": "", "outcome": "pending", "outcome_reason": "", "conflict": None}
         status, dup = await agent.submit(run, lease, body)
         assert dup["status"] == "duplicate" and dup["command_id"] == "c-7d21"
         await trio.sleep(1)
@@ -374,3 +374,48 @@ async def test_ws_silent_peer_is_dropped_but_its_lease_lives(autojump_clock, tmp
             assert lease and closed is not None and closed.args[0] == 1001
         status, _ = await HttpAgent(api).briefing(run, lease)
         assert status == 200
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_lost_same_batch_conflict_is_a_structured_field_of_the_receipt(autojump_clock, tmp_path, kind):
+    """Two potters take the one pair of tongs in one batch: the loser's receipt says conflict {winner, resource}.
+
+    The winner's receipt has conflict null, and the journal's outcome record carries the same object.
+    """
+    potters = ["potter-1", "potter-2"]
+    async with served(tmp_path) as api, transport(kind, api) as agent:
+        run = await api.create("contention", seed=1, controlled_agents=potters, decision_deadline_s=10_000,
+                               params={"potters": 2, "tongs": 1, "pots": 1})
+        leases = {}
+        for p in potters:
+            status, claim = await agent.claim(run, agent=p)
+            assert status == 200, claim
+            leases[p] = claim["lease"]
+
+        async def answer_all(decision: dict, after: dict[str, int]) -> dict[str, dict]:
+            envs = {}
+            for p in potters:
+                status, env = await agent.poll(run, leases[p], after=after.get(p, -1), agent=p)
+                assert status == 200, env
+                envs[p] = env
+            assert len({e["sim_time_ms"] for e in envs.values()}) == 1  # one batch
+            receipts = {}
+            for p, env in envs.items():
+                cid = f"{p}-{env['seq']}"
+                status, r = await agent.submit(run, leases[p], cmd(cid, env["observation_id"], **decision), agent=p)
+                assert status == 200 and r["status"] == "accepted", r
+                receipts[p] = (cid, env["seq"])
+            return receipts
+
+        moved = await answer_all({"action": "move_to", "args": {"dest": "kiln"}}, {})
+        took = await answer_all({"action": "take", "args": {"item": "tongs-1"}},
+                                {p: seq for p, (_, seq) in moved.items()})
+        await trio.sleep(2)
+        final = {p: (await agent.receipt(run, leases[p], cid, agent=p))[1] for p, (cid, _) in took.items()}
+        (winner,) = [p for p, r in final.items() if r["outcome"] == "accepted"]
+        (loser,) = [p for p, r in final.items() if r["outcome"] == "rejected"]
+        assert final[winner]["conflict"] is None
+        assert final[loser]["conflict"] == {"winner": winner, "resource": "tongs-1"}
+        journal = api.journal(run)
+        (rec,) = [r for r in journal if r["kind"] == "outcome" and "conflict" in r]
+        assert rec["agent"] == loser and rec["conflict"] == final[loser]["conflict"]

@@ -55,7 +55,7 @@ async def test_worked_example_step_by_step(autojump_clock, tmp_path):
         status, receipt = await api.submit("run-1", lease, body)
         assert status == 200
         assert receipt == {"command_id": "c-7d21", "observation_id": "engineer-1#0", "status": "accepted",
-                           "detail": "", "outcome": "pending", "outcome_reason": ""}
+                           "detail": "", "outcome": "pending", "outcome_reason": "", "conflict": None}
         status, dup = await api.submit("run-1", lease, body)
         assert status == 200 and dup["status"] == "duplicate" and dup["command_id"] == "c-7d21"
         assert dup["observation_id"] == "engineer-1#0" and dup["outcome"] in ("pending", "accepted")
@@ -263,3 +263,27 @@ async def test_protocol_header_mismatch_is_409_and_absent_is_fine(autojump_clock
         assert status == 200 and any(a["agent_id"] == "engineer-1" for a in one["agents"])
         status, p = await api.call("GET", "/v1/scenarios/atlantis")
         assert status == 404 and "bridge_repair" in p["detail"]
+
+
+async def test_index_lists_endpoints_as_method_and_path_like_the_openapi_document(autojump_clock, tmp_path):
+    """GET /v1: {"method", "path"} objects sorted by path, HTTP ones exactly the OpenAPI operations, WS marked."""
+    from jsonschema import Draft202012Validator
+
+    from warren_sim.protocol.openapi import openapi_document
+
+    async with served(tmp_path) as api:
+        status, info = await api.call("GET", "/v1")  # api.call also validates the body against server_info.json
+    assert status == 200 and info["protocol"] == "warren-agent/0"
+    endpoints = info["endpoints"]
+    assert {"method": "GET", "path": "/v1/schemas"} in endpoints
+    assert {"method": "GET", "path": "/v1/runs/{run_id}/agents/{agent_id}/commands/{command_id}"} in endpoints
+    assert not any("[" in e["method"] or "<" in e["path"] for e in endpoints)
+    assert [e["path"] for e in endpoints] == sorted(e["path"] for e in endpoints)
+    doc = openapi_document()
+    operations = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
+    assert {(e["method"], e["path"]) for e in endpoints if e["method"] != "WS"} == operations
+    assert {e["path"] for e in endpoints if e["method"] == "WS"} == {"/v1/agent", "/v1/runs/{run_id}/stream"}
+    # the OpenAPI document's ServerInfo is the same schema: it accepts this body and refuses the old string form
+    schema = {**doc["components"]["schemas"]["ServerInfo"], "components": doc["components"]}
+    Draft202012Validator(schema).validate(info)
+    assert not Draft202012Validator(schema).is_valid({**info, "endpoints": ["['GET'] /v1/schemas"]})

@@ -4,7 +4,9 @@ Two moments are distinct, as in any simultaneous-move game:
 - ``validate`` judges a command against the observation the agent answered (its affordances), so
   that a well-formed command for that snapshot is never refused because of someone else's answer;
 - ``check`` judges it against the world at adjudication, after the answers ordered before it in
-  the batch were applied. That is where conflicts lose, with a reason naming the winner.
+  the batch were applied. That is where conflicts lose, with a reason naming the winner, and
+  :func:`conflict` says the same for machines (``{"winner": agent, "resource": item}``), so that no
+  consumer has to read the reason's prose.
 """
 
 from __future__ import annotations
@@ -87,6 +89,30 @@ def _list(choices: list[str], limit: int = 12) -> str:
     return "[" + ", ".join(repr(c) for c in shown) + "]" + more
 
 
+def _taken_this_batch(sim: Simulation, agent: Agent, item_id: str) -> str | None:
+    """The other agent holding ``item_id`` after a take earlier in this batch (same sim time), or None."""
+    item = sim.world.items[item_id]
+    if item.holder is None or item.holder == agent.id:
+        return None
+    if item.last_taker and item.last_taker[0] == sim.time:
+        return item.holder
+    return None
+
+
+def conflict(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> dict[str, str] | None:
+    """The same-batch conflict behind a failed :func:`check`, machine-readable; None if it was no conflict.
+
+    A conflict is another agent's action, accepted earlier in this batch's order, that took the resource
+    this action needs: ``{"winner": that agent, "resource": the item}``. Outcome records and receipts carry it
+    as ``conflict`` so that evaluations count conflicts without reading prose.
+    """
+    if tool.name == "take":
+        winner = _taken_this_batch(sim, agent, args["item"])
+        if winner is not None:
+            return {"winner": winner, "resource": args["item"]}
+    return None
+
+
 def _reach_item(sim: Simulation, agent: Agent, item_id: str) -> str | None:
     """Why ``item_id`` is not within the agent's reach any more, naming who took it."""
     item = sim.world.items[item_id]
@@ -94,9 +120,7 @@ def _reach_item(sim: Simulation, agent: Agent, item_id: str) -> str | None:
         who = item.holder
         if who == agent.id:
             return f"you already carry {item_id}"
-        when = ""
-        if item.last_taker and item.last_taker[0] == sim.time:
-            when = " earlier in this batch"
+        when = " earlier in this batch" if _taken_this_batch(sim, agent, item_id) else ""
         return f"{item_id} is no longer here: {who} has it{when}"
     cells = sim.world.reach_cells(agent.cell)
     cell = item.cell

@@ -98,6 +98,7 @@ class Simulation:
         self.record = record
         self.records: list[dict[str, Any]] = []
         self.outcomes: dict[str, tuple[str, str]] = {}
+        self.conflicts: dict[str, dict[str, str]] = {}  # observation id -> same-batch conflict (rules.conflict)
         self.pending: dict[str, Pending] = {}
         self.batch: Batch | None = None
         self.sched = Scheduler()
@@ -266,7 +267,7 @@ class Simulation:
             args = cmd.get("args", {})
             err = rules.check(self, agent, tool, args)
             if err:
-                self._outcome(agent, oid, "rejected", err, tool.name)
+                self._outcome(agent, oid, "rejected", err, tool.name, rules.conflict(self, agent, tool, args))
                 self._wake(agent, t + self.conv.tick_ms, "interrupted")
                 return
             current = agent.lanes[tool.lane]
@@ -314,11 +315,17 @@ class Simulation:
         agent.lanes[action.lane] = None
         self._outcome(agent, action.observation_id, "interrupted", reason, action.tool)
 
-    def _outcome(self, agent: Agent, observation_id: str, outcome: str, reason: str, tool: str | None) -> None:
+    def _outcome(self, agent: Agent, observation_id: str, outcome: str, reason: str, tool: str | None,
+                 conflict: dict[str, str] | None = None) -> None:
         self.outcomes[observation_id] = (outcome, reason)
+        if conflict is not None:
+            self.conflicts[observation_id] = conflict
         if self.record:
-            self._emit({"kind": "outcome", "t": self.time, "agent": agent.id, "observation_id": observation_id,
-                        "outcome": outcome, "reason": reason})
+            rec: dict[str, Any] = {"kind": "outcome", "t": self.time, "agent": agent.id,
+                                   "observation_id": observation_id, "outcome": outcome, "reason": reason}
+            if conflict is not None:  # only on conflicts: every other record keeps its bytes
+                rec["conflict"] = conflict
+            self._emit(rec)
         if tool is not None:
             text = f"your {tool} ({observation_id}) was {outcome}" + (f": {reason}" if reason else "")
             self.tell_event(agent, {"kind": "outcome", "observation_id": observation_id, "action": tool,
@@ -422,6 +429,10 @@ class Simulation:
 
     def outcome_of(self, observation_id: str) -> tuple[str, str]:
         return self.outcomes.get(observation_id, ("pending", ""))
+
+    def conflict_of(self, observation_id: str) -> dict[str, str] | None:
+        """The same-batch conflict that rejected the answer to ``observation_id`` (see ``rules.conflict``)."""
+        return self.conflicts.get(observation_id)
 
     def summary(self) -> dict[str, Any]:
         return {"scenario": self.spec.name, "seed": self.seed, "status": self.status if self.ended else "running",

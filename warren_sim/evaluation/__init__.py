@@ -8,7 +8,6 @@ other way round.
 
 from .core import (
     MAX_SEEDS,
-    SAME_BATCH,
     SeedsError,
     evaluate,
     p95,
@@ -18,5 +17,5 @@ from .core import (
     score_of,
 )
 
-__all__ = ["MAX_SEEDS", "SAME_BATCH", "SeedsError", "evaluate", "p95", "parse_seeds", "render_table", "run_one",
+__all__ = ["MAX_SEEDS", "SeedsError", "evaluate", "p95", "parse_seeds", "render_table", "run_one",
            "score_of"]

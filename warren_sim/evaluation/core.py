@@ -4,7 +4,8 @@ For each scenario: the completion rate, the mean and 95th percentile of sim time
 decisions, and the mean score. The score is the scenario's own number when its ``solution.py``
 defines ``score(summary, sim) -> float`` (the warren counts seeds in its larder), otherwise the
 fraction of objectives completed. ``--conflicts`` also records each run's journal and counts same-batch
-conflicts (a ``take`` or other action rejected because someone earlier in the batch's order won).
+conflicts: rejected outcomes whose record carries a ``conflict`` (a ``take`` that lost to another agent's
+action earlier in the batch's order; see ``engine.rules.conflict``).
 
 Everything but the wall-clock columns depends only on the scenario, parameters, seeds and policy, so
 an evaluation is reproducible. The scenario is loaded once and its spec shared by every run.
@@ -21,7 +22,6 @@ from ..runtime.clock import wall_seconds
 from ..scenarios import LoadedScenario, ScenarioError, instantiate, load_scenario
 
 MAX_SEEDS = 1_000_000
-SAME_BATCH = "earlier in this batch"  # how rules.check names a conflict lost to an earlier answer
 
 
 class SeedsError(ValueError):
@@ -81,7 +81,7 @@ def run_one(sc: LoadedScenario, seed: int, policy: str, *, conflicts: bool = Fal
         for r in s.drain_records():
             if r["kind"] == "outcome" and r["outcome"] == "rejected":
                 counts["rejected"] += 1
-                if SAME_BATCH in r["reason"]:
+                if r.get("conflict") is not None:
                     counts["conflicts"] += 1
 
     sim, policies = instantiate(sc, seed, policy, record=conflicts, run_id=f"eval-{seed}")

@@ -6,6 +6,8 @@ They read scenario files and the app's URL map, never a run.
 
 from __future__ import annotations
 
+import re
+
 import trio
 from quart import Response, request
 
@@ -16,15 +18,32 @@ from .replies import BadRequest, reply
 from .scenario_view import ScenarioRequestError, describe_scenario
 from .state import WarrenApp
 
-__all__ = ["register_scenario_routes"]
+__all__ = ["endpoints", "register_scenario_routes"]
+
+
+_METHOD_ORDER = {"GET": 0, "POST": 1, "DELETE": 2, "WS": 3}
+
+
+def endpoints(app: WarrenApp) -> list[dict[str, str]]:
+    """Every /v1 route the app serves as ``{"method", "path"}``, paths as OpenAPI writes them, sorted by path.
+
+    WebSocket routes have the method ``"WS"``; the others are exactly the operations of the OpenAPI document.
+    """
+    out = []
+    for rule in app.url_map.iter_rules():
+        if not rule.rule.startswith("/v1"):
+            continue
+        path = re.sub(r"<(?:[^:>]+:)?([^>]+)>", r"{\1}", rule.rule)
+        methods = ["WS"] if getattr(rule, "websocket", False) else sorted((rule.methods or set()) - {"HEAD", "OPTIONS"})
+        out += [{"method": m, "path": path} for m in methods]
+    return sorted(out, key=lambda e: (e["path"], _METHOD_ORDER.get(e["method"], 9)))
 
 
 def register_scenario_routes(app: WarrenApp) -> None:
     @app.route("/v1", methods=["GET"])
     async def index() -> Response:
         return reply({"protocol": PROTOCOL_VERSION, "server": f"warren {__version__}",
-                      "endpoints": [f"{r.methods and sorted(r.methods - {'HEAD', 'OPTIONS'})} {r.rule}"
-                                    for r in app.url_map.iter_rules() if r.rule.startswith("/v1")]})
+                      "endpoints": endpoints(app)})
 
     @app.route("/v1/scenarios", methods=["GET"])
     async def scenarios() -> Response:

@@ -39,6 +39,7 @@ __all__ = [
     "TERMINAL_RUN_STATUSES",
     "AgentView",
     "ClaimResponse",
+    "Conflict",
     "Envelope",
     "FieldValueError",
     "NpcPolicy",
@@ -146,6 +147,26 @@ class ClaimResponse:
     briefing_revision: int
 
 
+@attrs.frozen
+class Conflict:
+    """Why an accepted command's action was rejected at adjudication, when it lost a same-batch conflict.
+
+    ``winner`` is the agent whose action, accepted earlier in the same batch's order, took ``resource``
+    (an item id) first. Evaluations count conflicts from this, never from ``outcome_reason``'s prose.
+    """
+
+    WIRE_NAME: ClassVar[str] = "the conflict"
+
+    winner: str
+    resource: str
+
+
+def _check_conflict(instance: "Receipt", attribute: "attrs.Attribute[Any]", value: Conflict | None) -> None:
+    if value is not None and instance.outcome != "rejected":
+        raise FieldValueError(attribute.name, f"only a receipt whose outcome is 'rejected' names a conflict; this "
+                              f"one's outcome is {instance.outcome!r}, so conflict is null")
+
+
 def _check_outcome(instance: "Receipt", attribute: "attrs.Attribute[Any]", value: str) -> None:
     if instance.status in ("accepted", "duplicate"):
         if value not in ENGINE_OUTCOMES:
@@ -166,7 +187,9 @@ class Receipt:
     """The server's verdict on one submitted command, and (for accepted ones) the engine's outcome so far.
 
     ``detail`` teaches why a verdict is not ``accepted``; ``outcome_reason`` explains an engine
-    ``rejected``/``interrupted`` outcome. See the module docstring for ``outcome == "none"``.
+    ``rejected``/``interrupted`` outcome. See the module docstring for ``outcome == "none"``. ``conflict`` is
+    set on a ``rejected`` outcome that lost a same-batch conflict (see :class:`Conflict`), null otherwise; a
+    receipt without the key (from an older server) reads as null.
     """
 
     WIRE_NAME: ClassVar[str] = "the receipt"
@@ -177,6 +200,7 @@ class Receipt:
     detail: str
     outcome: Outcome = attrs.field(validator=_check_outcome)
     outcome_reason: str
+    conflict: Conflict | None = attrs.field(default=None, validator=_check_conflict)
 
 
 @attrs.frozen

@@ -13,7 +13,7 @@ import attrs
 
 from ..engine import Observation, Simulation
 from ..protocol.converter import converter
-from ..protocol.models import Envelope, Outcome, Receipt
+from ..protocol.models import Conflict, Envelope, Outcome, Receipt
 from .leases import RemoteAgent
 
 if TYPE_CHECKING:
@@ -57,8 +57,10 @@ def current_envelope(ra: RemoteAgent, after: int) -> dict[str, Any] | None:
 
 
 def receipt_with_outcome(sim: Simulation, receipt: Receipt) -> Receipt:
-    """An accepted (or duplicate) command's receipt with what the engine made of it so far."""
+    """An accepted (or duplicate) command's receipt with what the engine made of it so far (and any conflict)."""
     if receipt.status not in ("accepted", "duplicate"):
         return receipt
     outcome, reason = sim.outcome_of(receipt.observation_id)
-    return attrs.evolve(receipt, outcome=cast(Outcome, outcome), outcome_reason=reason)
+    conflict = sim.conflict_of(receipt.observation_id)
+    return attrs.evolve(receipt, outcome=cast(Outcome, outcome), outcome_reason=reason,
+                        conflict=None if conflict is None else Conflict(**conflict))
