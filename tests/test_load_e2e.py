@@ -14,9 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, f
 from bench.load_longpoll import run_load  # noqa: E402
 
 
-@sizes(quick=(20, 2.0), ci=(100, 5.0), soak=(500, 60.0))
+@sizes(quick=(20, 3.0), ci=(100, 5.0), soak=(500, 60.0))
 def test_long_polling_agents_against_a_real_server_make_no_errors(tmp_path, size):
-    """100 agents x 5 s (20 x 2 s fast, 500 x 60 s WARREN_FULL_TESTS=1): 0 errors, all woken, p99 wake reported."""
+    """100 agents x 5 s (20 x 3 s fast, 500 x 60 s WARREN_FULL_TESTS=1): 0 errors, all woken, p99 wake reported."""
     agents, duration = size
     with Served(tmp_path) as s:
         result = trio.run(run_load, s.url, agents, duration)
