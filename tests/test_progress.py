@@ -46,6 +46,9 @@ def test_plain_lines_come_every_few_seconds_with_every_figure():
     assert out.getvalue().count("\n") == 1  # throttled
     progress.close()
     assert out.getvalue().count("\n") == 1  # closing a plain display writes nothing
+    clock.now += 5.0
+    progress.seed_done(7, 10, {"scenario": "relay", "seed": 6})  # the callback shape a sweep backend calls
+    assert out.getvalue().splitlines()[-1].startswith("warren eval: relay  seeds 7/10")
 
 
 def test_rich_display_draws_objective_bars_and_seeds_on_a_terminal():

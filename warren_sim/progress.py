@@ -78,6 +78,11 @@ class Progress:
             self.stream.flush()
             self.lines += 1
 
+    def seed_done(self, done: int, total: int, row: dict[str, Any] | None = None) -> None:
+        """A sweep's per-seed callback, ``(done, total, row)``: seeds done of total, the row's scenario as label."""
+        label = str(row["scenario"]) if row and "scenario" in row else None
+        self.update(seeds_done=done, seeds_total=total, label=label)
+
     def close(self) -> None:
         """Take the live display off the terminal (the command prints its summary after)."""
         if self._live is not None:
