@@ -1,4 +1,4 @@
-"""WARREN's benchmarks: ``python -m bench [engine|protocol|scale|warp|ws ...] [--quick] [--out bench/out]``.
+"""WARREN's benchmarks: ``python -m bench [engine|protocol|scale|warp|ws|rl ...] [--quick] [--out bench/out]``.
 
 One module per sub-benchmark, each with ``run(opts) -> dict`` that prints its table (median with the
 min-max over repeats) and returns what ``__main__`` writes to ``<out>/<name>.json``:

@@ -85,7 +85,27 @@ def warp(d: dict[str, Any]) -> str:
     return _table(["measure (s)", "median (min-max)"], rows)
 
 
-RENDER = {"engine": engine, "protocol": protocol, "scale": scale, "warp": warp, "ws": ws}
+def rl(d: dict[str, Any]) -> str:
+    rows = [[str(r["controlled"]), _stat(r["agent_steps_per_s"]), _stat(r["env_steps_per_s"]),
+             _stat(r["env_decisions_per_s"]), _stat(r["headless_bare_decisions_per_s"]),
+             _stat(r["headless_reading_decisions_per_s"]), _stat(r["ratio_bare"], 3), _stat(r["ratio_same_work"], 3)]
+            for r in d["results"]]
+    return _table(["K controlled", "agent-steps/s", "env steps/s", "env decisions/s", "headless bare decisions/s",
+                   "headless reading decisions/s", "ratio bare", "ratio same work"], rows)
+
+
+def sweeps(d: dict[str, Any]) -> str:
+    rows = [[r["workload"], str(r["seeds"]), _stat(r["seeds_per_s"]["jobs 1"], 1), _stat(r["seeds_per_s"]["jobs 2"], 1),
+             _stat(r["seeds_per_s"]["ray"], 1), _stat(r["ratio_vs_jobs_1"]["jobs 2"], 2),
+             _stat(r["ratio_vs_jobs_1"]["ray"], 2), f"{100 * r.get('machine_busy_share', float('nan')):.0f}%"]
+            for r in d["results"]]
+    return (_table(["workload", "seeds", "jobs 1 seeds/s", "jobs 2 seeds/s", "ray seeds/s", "jobs 2 / jobs 1",
+                    "ray / jobs 1", "machine busy"], rows) + f"\n\n`ray.init` (local, {d['cores']} CPUs): {d['ray_init_s']:.1f} s, "
+            "paid once per session, not in the figures.")
+
+
+RENDER = {"engine": engine, "protocol": protocol, "scale": scale, "warp": warp, "ws": ws, "rl": rl,
+          "sweeps": sweeps}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -101,6 +101,8 @@ def eval_figures(reports: list[dict[str, Any]]) -> dict[str, Any]:
     for report in reports:
         pts = eval_points(report)
         name = report["scenario"]
+        if sum(1 for r in reports if r["scenario"] == name) > 1:  # a --grid: one series per parameter setting
+            name += " " + ",".join(f"{k}={v}" for k, v in sorted((report.get("params") or {}).items()))
         ax_rate.plot(pts["seed"], pts["completion_rate"], marker=".", label=name, gid=f"completion:{name}")
         ax_score.plot(pts["seed"], pts["score"], marker="o", linestyle="none", label=name, gid=f"score:{name}")
         ax_time.hist(pts["sim_time_s"], bins=min(30, max(1, len(pts["sim_time_s"]))), alpha=0.6, label=name,
