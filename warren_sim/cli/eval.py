@@ -24,7 +24,9 @@ from ._common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
+    add_llm_options,
     add_scenarios_option,
+    apply_llm_options,
     apply_scenarios_option,
     cli_params,
     subparser,
@@ -67,6 +69,7 @@ def register(sub: Any) -> None:
                    help="also plot completion rate and score over seeds and the sim-time distribution into DIR "
                         "(PNG and SVG; needs warren-sim[plot])")
     add_scenarios_option(p)
+    add_llm_options(p)
     p.set_defaults(func=cmd_eval)
 
 
@@ -130,6 +133,7 @@ def _duration(seconds: float) -> str:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     apply_scenarios_option(args)  # $WARREN_SCENARIOS: worker processes and a local Ray see it too
+    apply_llm_options(args)
     if args.min_completion is not None and not 0 <= args.min_completion <= 1:
         raise UsageError(f"--min-completion must be a rate between 0 and 1, got {args.min_completion}")
     if args.address is not None and not args.ray:

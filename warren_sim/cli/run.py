@@ -21,10 +21,13 @@ from ._common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
+    add_llm_options,
     add_scenarios_option,
+    apply_llm_options,
     apply_scenarios_option,
     cli_params,
     subparser,
+    tokens_line,
 )
 
 
@@ -40,6 +43,7 @@ def register(sub: Any) -> None:
                    help="solution, random, none, llm or module:factory (docs/policies.md)")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
     add_scenarios_option(p)
+    add_llm_options(p)
     p.set_defaults(func=run_command)
 
 
@@ -50,6 +54,7 @@ def _objectives(sim: Simulation) -> list[tuple[str, int, int]]:
 def run_command(args: argparse.Namespace) -> int:
     apply_scenarios_option(args)
     params = cli_params(args.param)
+    apply_llm_options(args)
     try:
         loaded = load_scenario(args.scenario, params)
         sim, policies = instantiate(loaded, args.seed, args.policy, record=args.trace is not None)
@@ -83,6 +88,9 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"  objective {o['id']:<12} {o['status']:<10} {p['current']}/{p['target']}  {o['description']}")
     print(f"  sim time {summary['sim_time_ms'] / 1000:.1f}s, {summary['decisions']} decisions, "
           f"wall {wall:.3f}s, {rate:,.0f} decisions/s")
+    tokens = tokens_line(policies.values())
+    if tokens is not None:
+        print(f"  {tokens}")
     if args.trace:
         print(f"  trace: {args.trace} ({writer.cursor} records)")
     return EXIT_OK if summary["status"] == "completed" else EXIT_FAILED
