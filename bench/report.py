@@ -41,8 +41,8 @@ def _load(data: dict[str, Any]) -> str:
 
 def engine(d: dict[str, Any]) -> str:
     rows = [[f"{r['agents']:,}", f"{r['decisions']:,}", _stat(r["decisions_per_s"]), _stat(r["simpy_events_per_s"]),
-             _stat(r["ratio"], 3)] for r in d["results"]]
-    return _table(["agents", "decisions", "engine decisions/s", "SimPy events/s", "ratio"], rows)
+             _stat(r["ratio"], 3), _stat(r.get("cpu_ratio"), 3)] for r in d["results"]]
+    return _table(["agents", "decisions", "engine decisions/s", "SimPy events/s", "ratio (wall)", "ratio (CPU)"], rows)
 
 
 def protocol(d: dict[str, Any]) -> str:
@@ -80,7 +80,7 @@ def scale(d: dict[str, Any]) -> str:
 
 def warp(d: dict[str, Any]) -> str:
     rows = [["wall, whole pytest subprocess", _stat(d["wall_s"], 2)], ["pytest's own duration", _stat(d["pytest_s"], 2)],
-            ["wall with plugin autoload off (pytest-trio only)", _stat(d.get("no_plugin_autoload_wall_s"), 2)],
+            ["wall, every installed plugin autoloaded", _stat(d.get("plugin_autoload_wall_s"), 2)],
             ["floor: python + the imports", _stat(d["imports_s"], 2)]]
     return _table(["measure (s)", "median (min-max)"], rows)
 
