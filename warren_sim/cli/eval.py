@@ -4,7 +4,7 @@ Scenarios x parameter settings (``--param`` fixed, ``--grid`` varied) x seeds, o
 (``--jobs N``) or on Ray (``--ray [--address ADDR]``), streaming rows to ``--out FILE.jsonl`` and resuming
 from it. The report (table or ``--json``) is the same, apart from wall-clock fields, whatever the backend.
 This module wires in the wall clock (:func:`warren_sim.runtime.clock.wall_seconds`) and draws the progress
-line on stderr; everything else lives in :mod:`warren_sim.evaluation`.
+line on stderr (on a terminal; elsewhere a plain line every few seconds, :mod:`warren_sim.progress`); everything else lives in :mod:`warren_sim.evaluation`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ import argparse
 import contextlib
 import json
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
 from ..evaluation import SweepError, default_jobs, evaluate, parse_grid, parse_seeds, render_table
+from ..progress import Progress
 from ..runtime.clock import wall_seconds
 from ..scenarios import ScenarioError
 from ._common import (
@@ -63,6 +65,9 @@ def register(sub: Any) -> None:
                    help="exit 1 when a scenario's completion rate is below RATE (0..1)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    p.add_argument("--plot", type=Path, default=None, metavar="DIR",
+                   help="also plot completion rate and score over seeds and the sim-time distribution into DIR "
+                        "(PNG and SVG; needs warren-sim[plot])")
     add_scenarios_option(p)
     add_llm_options(p)
     p.set_defaults(func=cmd_eval)
@@ -138,6 +143,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
     params = cli_params(args.param)
     live = sys.stderr.isatty() and not args.quiet
     progress = ProgressLine(sys.stderr) if live else None
+    # Off a terminal (CI logs, pipes): a plain line every few seconds (warren_sim.progress), seeds and decisions/s.
+    plain = Progress("warren eval", interactive=False, enabled=not live and not args.quiet)
+    decisions = [0]
+
+    def on_row(done: int, total: int, row: dict[str, Any] | None) -> None:
+        if progress is not None:
+            progress(done, total, row)
+        elif row is not None:
+            decisions[0] += int(row.get("decisions") or 0)
+            plain.update(decisions=decisions[0])
+            plain.seed_done(done, total, row)
     # While the sweep runs, anything printed (a policy's prints, Ray's messages about its workers, which it
     # writes to stdout) goes to stderr: stdout is the report's alone, so `--json > report.json` stays JSON.
     try:
@@ -145,7 +161,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         with contextlib.redirect_stdout(sys.stderr):
             sweep = evaluate(args.scenarios, seeds, args.policy, params, parse_grid(args.grid), jobs=args.jobs,
                              backend="ray" if args.ray else "local", address=args.address, out=args.out,
-                             conflicts=args.conflicts, progress=progress, clock=wall_seconds)
+                             conflicts=args.conflicts, progress=on_row, clock=wall_seconds)
     except (ScenarioError, SweepError) as exc:
         raise UsageError(str(exc)) from None
     finally:
@@ -155,6 +171,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(json.dumps(sweep, indent=2))
     else:
         print(render_table(sweep, args.seeds))
+    if args.plot is not None:
+        from ..report.data import ReportError
+        from ..report.plots import write_eval_plots
+
+        try:
+            written = write_eval_plots(sweep["results"], args.plot)
+        except ReportError as exc:
+            raise UsageError(str(exc)) from None
+        print("plots: " + ", ".join(str(p) for p in written), file=sys.stderr if args.json else sys.stdout)
     if args.min_completion is not None and any(r["completion_rate"] < args.min_completion for r in sweep["results"]):
         return EXIT_FAILED
     return EXIT_OK

@@ -99,8 +99,9 @@ class AsyncAgentClient:
     async def list_scenarios(self) -> list[dict[str, Any]]:
         return (await self._run(core.get_json("/v1/scenarios", self.retry)))["scenarios"]
 
-    async def describe_scenario(self, name: str) -> dict[str, Any]:
-        return await self._run(core.get_json(f"/v1/scenarios/{core.quote_segment(name)}", self.retry))
+    async def describe_scenario(self, name: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """``GET /v1/scenarios/{name}``: roles, agents, objectives, parameters and the ``layout`` that ``params`` give."""
+        return await self._run(core.get_json(core.scenario_path(name, params), self.retry))
 
     # -- runs ------------------------------------------------------------------------------------------
     async def create_run(self, scenario: str, seed: int = 0, controlled_agents: core.ControlledAgents = (),

@@ -24,6 +24,7 @@ Rules the operations implement (warren-agent/0 and DESIGN section 3):
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from collections.abc import Generator, Iterable, Mapping
 from typing import Any, TypeVar
@@ -114,6 +115,14 @@ def mint_command_id() -> str:
 
 def quote_segment(value: str) -> str:
     return quote(value, safe="")
+
+
+def scenario_path(name: str, params: Mapping[str, Any] | None = None) -> str:
+    """``/v1/scenarios/{name}``, with ``?params=<JSON>`` when parameters shape the layout."""
+    path = f"/v1/scenarios/{quote_segment(name)}"
+    if params:
+        path += "?params=" + quote(json.dumps(dict(params), separators=(",", ":")), safe="")
+    return path
 
 
 def agent_path(run_id: str, agent_id: str, tail: str = "") -> str:

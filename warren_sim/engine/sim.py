@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 
 from . import rules
+from .layout import layout
 from .perception import Observation, observe
 from .scheduler import COMPLETION, DEADLINE, WAKE, Scheduler
 from .spec import ScenarioSpec
@@ -133,8 +134,10 @@ class Simulation:
         self._action_token = 0
         self.batch_no = 0  # observations of batch n may be built lazily until batch n is adjudicated
         self._event_wakes: list[str] = []
-        self._emit({"kind": "run", "t": 0, "run_id": run_id, "scenario": spec.name, "seed": seed,
-                    "params": dict(sorted((params or {}).items())), "agents": list(self.world.agent_ids)})
+        if record:  # the layout makes a journal self-describing: a viewer of the file needs nothing else
+            self._emit({"kind": "run", "t": 0, "run_id": run_id, "scenario": spec.name, "seed": seed,
+                        "params": dict(sorted((params or {}).items())), "agents": list(self.world.agent_ids),
+                        "layout": layout(self.world, spec)})
         for aid in self.world.agent_ids:
             self._wake(self.world.agents[aid], 0, "start")
         for obj in self.objectives.values():
