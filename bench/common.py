@@ -102,7 +102,7 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]
 
 
 def target(name: str, value: float, op: str, threshold: float, unit: str = "") -> dict[str, Any]:
-    met = value < threshold if op == "<" else value >= threshold
+    met = {"<": value < threshold, "<=": value <= threshold, ">": value > threshold}.get(op, value >= threshold)
     return {"name": name, "value": value, "op": op, "threshold": threshold, "unit": unit, "met": bool(met)}
 
 
@@ -140,7 +140,7 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    versions = {}
+    versions: dict[str, str | None] = {}
     for dist in ("trio", "hypercorn", "quart", "quart-trio", "httpx", "h11", "wsproto", "trio-websocket", "simpy",
                  "pyinstrument", "attrs", "cattrs"):
         try:

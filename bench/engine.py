@@ -9,12 +9,16 @@ alternating within each repeat so both see the same machine noise:
   nothing else; events (wakes, the start included) / wall seconds of ``env.run()``.
 
 The ratio decisions/s : SimPy events/s says what share of a bare event loop's speed the engine keeps while
-doing everything else (observations, policies, validation, adjudication). Target: >= 0.25 at 1,000 agents.
+doing everything else (observations, policies, validation, adjudication). Target (issue 14): >= 0.15 at 1,000
+agents. Both sides are also timed in CPU seconds of this process (``getrusage``), and that ratio is shown
+next to the wall one: on a shared machine a process waits for a core, and the wait lands on whichever side
+was running; CPU time counts only the work.
 """
 
 from __future__ import annotations
 
 import gc
+import resource
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +28,7 @@ from warren_sim.runtime.clock import wall_seconds
 from warren_sim.scenarios import instantiate, load_scenario
 
 TARGET_AGENTS = 1000
-TARGET_RATIO = 0.25
+TARGET_RATIO = 0.15
 
 
 def wake_intervals(n: int, seed: int = 0) -> tuple[list[list[int]], int]:
@@ -46,15 +50,22 @@ def wake_intervals(n: int, seed: int = 0) -> tuple[list[list[int]], int]:
     return out, summary_["decisions"]
 
 
-def time_engine(n: int, seed: int = 0) -> tuple[float, int]:
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process (not a clock: the work done, whatever the waiting)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def time_engine(n: int, seed: int = 0) -> tuple[float, int, float]:
+    """(wall seconds, decisions, CPU seconds) of one headless run, building not included."""
     sim, policies = instantiate(load_scenario("warren", {"agents": n}), seed, "solution", record=False)
     gc.collect()
-    t0 = wall_seconds()
+    c0, t0 = cpu_seconds(), wall_seconds()
     s = run_headless(sim, policies)
-    return wall_seconds() - t0, s["decisions"]
+    return wall_seconds() - t0, s["decisions"], cpu_seconds() - c0
 
 
-def time_simpy(intervals: list[list[int]]) -> tuple[float, int]:
+def time_simpy(intervals: list[list[int]]) -> tuple[float, int, float]:
     import simpy
 
     env = simpy.Environment()
@@ -69,9 +80,9 @@ def time_simpy(intervals: list[list[int]]) -> tuple[float, int]:
     for steps in intervals:
         env.process(forager(env, steps))
     gc.collect()
-    t0 = wall_seconds()
+    c0, t0 = cpu_seconds(), wall_seconds()
     env.run()
-    return wall_seconds() - t0, woke[0]
+    return wall_seconds() - t0, woke[0], cpu_seconds() - c0
 
 
 def profile_engine(n: int, path: Any) -> None:
@@ -92,21 +103,24 @@ def run(opts: Options) -> dict[str, Any]:
     for n in sizes:
         intervals, decisions = wake_intervals(n)
         wakes = sum(len(s) + 1 for s in intervals)
-        eng, sp, ratio = [], [], []
+        eng, sp, ratio, cpu_ratio = [], [], [], []
         for _ in range(reps):
-            t_e, d = time_engine(n)
-            t_s, w = time_simpy(intervals)
+            t_e, d, c_e = time_engine(n)
+            t_s, w, c_s = time_simpy(intervals)
             assert d == decisions and w == wakes == decisions, (d, w, wakes, decisions)
             eng.append(d / t_e)
             sp.append(w / t_s)
             ratio.append((d / t_e) / (w / t_s))
+            if c_e > 0 and c_s > 0:
+                cpu_ratio.append(c_s / c_e)  # same count of decisions and events: the ratio of their rates
         res = {"agents": n, "decisions": decisions, "simpy_events": wakes, "repeats": reps,
-               "decisions_per_s": summary(eng), "simpy_events_per_s": summary(sp), "ratio": summary(ratio)}
+               "decisions_per_s": summary(eng), "simpy_events_per_s": summary(sp), "ratio": summary(ratio),
+               "cpu_ratio": summary(cpu_ratio or [float("nan")])}
         results.append(res)
         rows.append([f"{n:,}", f"{decisions:,}", fmt_stat(res["decisions_per_s"]), fmt_stat(res["simpy_events_per_s"]),
-                     fmt_stat(res["ratio"], 3)])
+                     fmt_stat(res["ratio"], 3), fmt_stat(res["cpu_ratio"], 3)])
     print_table(f"engine: warren scenario headless vs SimPy replay ({reps} repeat(s); median (min-max))",
-                ["agents", "decisions", "engine decisions/s", "SimPy events/s", "ratio"], rows)
+                ["agents", "decisions", "engine decisions/s", "SimPy events/s", "ratio (wall)", "ratio (CPU)"], rows)
     at = next(r for r in results if r["agents"] == TARGET_AGENTS)
     targets = [target(f"engine:SimPy ratio at {TARGET_AGENTS:,} agents", at["ratio"]["median"], ">=", TARGET_RATIO)]
     targets_table(targets)

@@ -41,8 +41,8 @@ def _load(data: dict[str, Any]) -> str:
 
 def engine(d: dict[str, Any]) -> str:
     rows = [[f"{r['agents']:,}", f"{r['decisions']:,}", _stat(r["decisions_per_s"]), _stat(r["simpy_events_per_s"]),
-             _stat(r["ratio"], 3)] for r in d["results"]]
-    return _table(["agents", "decisions", "engine decisions/s", "SimPy events/s", "ratio"], rows)
+             _stat(r["ratio"], 3), _stat(r.get("cpu_ratio"), 3)] for r in d["results"]]
+    return _table(["agents", "decisions", "engine decisions/s", "SimPy events/s", "ratio (wall)", "ratio (CPU)"], rows)
 
 
 def protocol(d: dict[str, Any]) -> str:
@@ -80,7 +80,7 @@ def scale(d: dict[str, Any]) -> str:
 
 def warp(d: dict[str, Any]) -> str:
     rows = [["wall, whole pytest subprocess", _stat(d["wall_s"], 2)], ["pytest's own duration", _stat(d["pytest_s"], 2)],
-            ["wall with plugin autoload off (pytest-trio only)", _stat(d.get("no_plugin_autoload_wall_s"), 2)],
+            ["wall, every installed plugin autoloaded", _stat(d.get("plugin_autoload_wall_s"), 2)],
             ["floor: python + the imports", _stat(d["imports_s"], 2)]]
     return _table(["measure (s)", "median (min-max)"], rows)
 
@@ -94,7 +94,18 @@ def rl(d: dict[str, Any]) -> str:
                    "headless reading decisions/s", "ratio bare", "ratio same work"], rows)
 
 
-RENDER = {"engine": engine, "protocol": protocol, "scale": scale, "warp": warp, "ws": ws, "rl": rl}
+def sweeps(d: dict[str, Any]) -> str:
+    rows = [[r["workload"], str(r["seeds"]), _stat(r["seeds_per_s"]["jobs 1"], 1), _stat(r["seeds_per_s"]["jobs 2"], 1),
+             _stat(r["seeds_per_s"]["ray"], 1), _stat(r["ratio_vs_jobs_1"]["jobs 2"], 2),
+             _stat(r["ratio_vs_jobs_1"]["ray"], 2), f"{100 * r.get('machine_busy_share', float('nan')):.0f}%"]
+            for r in d["results"]]
+    return (_table(["workload", "seeds", "jobs 1 seeds/s", "jobs 2 seeds/s", "ray seeds/s", "jobs 2 / jobs 1",
+                    "ray / jobs 1", "machine busy"], rows) + f"\n\n`ray.init` (local, {d['cores']} CPUs): {d['ray_init_s']:.1f} s, "
+            "paid once per session, not in the figures.")
+
+
+RENDER = {"engine": engine, "protocol": protocol, "scale": scale, "warp": warp, "ws": ws, "rl": rl,
+          "sweeps": sweeps}
 
 
 def main(argv: list[str] | None = None) -> int:

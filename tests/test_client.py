@@ -353,3 +353,14 @@ def test_public_names_are_exported():
     errors = {n for n, obj in vars(_exceptions).items() if inspect.isclass(obj) and issubclass(obj, Exception)}
     assert errors <= set(sdk.__all__)
     assert issubclass(sdk.RunEnded, sdk.ServerError) and issubclass(sdk.BriefingHashMismatch, sdk.ProtocolError)
+
+
+async def test_sdk_create_run_with_controlled_agents_selectors(autojump_clock):
+    """create_run(controlled_agents="all" | {"role": R}) sends the selector; any other string is a TypeError."""
+    async with in_process() as env, env.client() as client:
+        run = await client.create_run("bridge_repair", 3, controlled_agents="all")
+        assert sorted(a.agent_id for a in run.agents if a.controlled) == ["courier-1", "engineer-1", "medic-1"]
+        run = await client.create_run("bridge_repair", 3, controlled_agents={"role": "medic"})
+        assert [a.agent_id for a in run.agents if a.controlled] == ["medic-1"]
+        with pytest.raises(TypeError, match='"all" or'):
+            await client.create_run("bridge_repair", 3, controlled_agents="engineer-1")

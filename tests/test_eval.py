@@ -11,6 +11,13 @@ from warren_sim.cli import main
 from warren_sim.evaluation import SeedsError, evaluate, p95, parse_seeds
 
 
+def evaluate_one(scenario: str, seeds: list[int], policy: str = "solution", params: dict[str, Any] | None = None,
+                 **kw: Any) -> dict[str, Any]:
+    """The report of one scenario and setting, run in this process."""
+    (result,) = evaluate(scenario, seeds, policy, params, jobs=1, **kw)["results"]
+    return result
+
+
 class Exploding:
     """A policy with a bug: it raises at its third decision (used through --policy test_eval:exploding)."""
 
@@ -51,7 +58,7 @@ def test_p95_is_the_nearest_rank_percentile() -> None:
 
 def test_evaluate_reports_completion_time_decisions_and_score() -> None:
     """The report of deadline over 10 seeds: all completed, mean/p95 sim time, decisions, score 1.0."""
-    report = evaluate("deadline", list(range(10)))
+    report = evaluate_one("deadline", list(range(10)))
     assert report["runs"] == 10 and report["completed"] == 10 and report["completion_rate"] == 1.0
     assert report["statuses"] == {"completed": 10}
     assert 0 < report["sim_time_ms"]["mean"] <= report["sim_time_ms"]["p95"] <= 75_000
@@ -63,14 +70,14 @@ def test_evaluate_reports_completion_time_decisions_and_score() -> None:
 
 def test_the_scenario_score_function_is_used_when_defined() -> None:
     """warren's solution.py defines score = seeds in the larder, so 30 foragers score 30."""
-    report = evaluate("warren", [0, 1], params={"agents": 30})
+    report = evaluate_one("warren", [0, 1], params={"agents": 30})
     assert report["score"]["mean"] == 30.0
     assert report["params"] == {"agents": 30, "layout": 0}
 
 
 def test_the_noop_policy_reports_failures_and_their_reasons() -> None:
     """With --policy none nobody meets the deadline: rate 0, score 0, the reason is grouped."""
-    report = evaluate("deadline", [0, 1, 2], "none")
+    report = evaluate_one("deadline", [0, 1, 2], "none")
     assert report["completion_rate"] == 0.0 and report["score"]["mean"] == 0.0
     assert report["not_completed"] == [{"reason": "failed: objective pump missed its deadline at 40000 ms",
                                         "runs": 3}]
@@ -78,7 +85,7 @@ def test_the_noop_policy_reports_failures_and_their_reasons() -> None:
 
 def test_conflicts_are_counted_from_the_journal() -> None:
     """--conflicts records the journal; contention loses same-batch races in every run."""
-    report = evaluate("contention", list(range(5)), conflicts=True)
+    report = evaluate_one("contention", list(range(5)), conflicts=True)
     assert report["conflicts"]["runs_with_conflicts"] == 5
     assert report["conflicts"]["mean"] >= 1
     assert all(r["conflicts"] <= r["rejected"] for r in report["per_seed"])
@@ -86,7 +93,7 @@ def test_conflicts_are_counted_from_the_journal() -> None:
 
 def test_a_policy_that_raises_is_reported_as_crashed() -> None:
     """A buggy policy does not stop the evaluation: its runs are crashed, with the exception named."""
-    report = evaluate("bridge_repair", [0, 1], "test_eval:exploding")
+    report = evaluate_one("bridge_repair", [0, 1], "test_eval:exploding")
     assert report["statuses"] == {"crashed": 2}
     assert "RuntimeError: policy bug on purpose" in report["not_completed"][0]["reason"]
 

@@ -333,6 +333,31 @@ async def test_ws_batches_envelopes_of_one_batch_and_submit_many(autojump_clock,
         assert results[2]["error"]["code"] == 403
 
 
+async def test_ws_outcomes_of_one_batch_come_in_one_frame(autojump_clock, tmp_path):
+    """Two commands of one connection settled by one adjudication: one 'outcomes' frame naming both agents."""
+    async with served(tmp_path) as api, ws_agent(api) as ws:
+        run = await api.create(controlled_agents=["engineer-1", "courier-1"])
+        _, a = await ws.claim(run, "engineer-1")
+        _, b = await ws.claim(run, "courier-1")
+        await ws.poll(run, a["lease"], agent="engineer-1")
+        await ws.poll(run, b["lease"], agent="courier-1")
+        status, res = await ws.call("agent.submit_many", {"commands": [
+            {"run_id": run, "agent_id": "engineer-1", "lease": a["lease"], "command": cmd("o1", "engineer-1#0", noop=True)},
+            {"run_id": run, "agent_id": "courier-1", "lease": b["lease"], "command": cmd("o2", "courier-1#0", noop=True)},
+        ]})
+        assert [r["receipt"]["outcome"] for r in res["results"]] == ["pending", "pending"]
+        for _ in range(100):
+            batched = [f for f in ws.frames if f.get("method") == "outcomes"]
+            if batched:
+                break
+            await trio.sleep(0.1)
+        notes = batched[0]["params"]["outcomes"]
+        assert {n["agent_id"] for n in notes} == {"engineer-1", "courier-1"}
+        assert {n["receipt"]["command_id"] for n in notes} == {"o1", "o2"}
+        assert all(n["run_id"] == run and n["receipt"]["outcome"] != "pending" for n in notes)
+        assert not [f for f in ws.frames if f.get("method") == "outcome"]  # not also one frame each
+
+
 async def test_ws_subscribe_narrows_envelopes(autojump_clock, tmp_path):
     """agent.subscribe with parts [you, affordances] sends envelopes with only those parts (plus identity)."""
     async with served(tmp_path) as api, ws_agent(api) as ws:

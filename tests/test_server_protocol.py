@@ -287,3 +287,41 @@ async def test_index_lists_endpoints_as_method_and_path_like_the_openapi_documen
     schema = {**doc["components"]["schemas"]["ServerInfo"], "components": doc["components"]}
     Draft202012Validator(schema).validate(info)
     assert not Draft202012Validator(schema).is_valid({**info, "endpoints": ["['GET'] /v1/schemas"]})
+
+
+async def test_controlled_agents_selectors_all_and_role(autojump_clock, tmp_path):
+    """controlled_agents "all" or {"role": R} selects agents by rule (bodies stay small whatever the world's size);
+    a selector that selects nobody or is neither form is a teaching 400 and creates nothing."""
+    async with served(tmp_path) as api:
+        run = await api.create(controlled_agents="all")
+        assert sorted(a["agent_id"] for a in (await api.run_view(run))["agents"] if a["controlled"]) == \
+            ["courier-1", "engineer-1", "medic-1"]
+        run = await api.create(controlled_agents={"role": "courier"})
+        assert [a["agent_id"] for a in (await api.run_view(run))["agents"] if a["controlled"]] == ["courier-1"]
+        lease = await api.claim(run, "courier-1")
+        status, env = await api.poll(run, lease, agent="courier-1")
+        assert status == 200 and env["agent_id"] == "courier-1"
+        status, body = await api.call("POST", f"/v1/runs/{run}/agents/engineer-1/claim")
+        assert status == 409 and "not a controlled agent" in body["detail"]
+        before = len(api.manager.runs)
+        status, body = await api.call("POST", "/v1/runs?scenario=bridge_repair&seed=1",
+                                      {"controlled_agents": {"role": "pilot"}})
+        assert status == 400 and "its roles: courier, engineer, medic" in body["detail"]
+        status, body = await api.call("POST", "/v1/runs?scenario=bridge_repair&seed=1", {"controlled_agents": "every"})
+        assert status == 400 and '"all", or {"role": ROLE}' in body["detail"]
+        status, body = await api.call("POST", "/v1/runs?scenario=bridge_repair&seed=1",
+                                      {"controlled_agents": {"role": "medic", "count": 2}})
+        assert status == 400 and "valid fields: role" in body["detail"]
+        assert len(api.manager.runs) == before
+
+
+async def test_controlled_agents_all_lifts_the_body_limit_for_10000_agents(autojump_clock, tmp_path):
+    """10,000 ids do not fit the 64 KiB body (413); "all" names them in 27 bytes."""
+    async with served(tmp_path) as api:
+        ids = [f"forager-{i}" for i in range(1, 10_001)]
+        status, body = await api.call("POST", "/v1/runs?scenario=warren&seed=1",
+                                      {"controlled_agents": ids, "params": {"agents": 10_000}})
+        assert status == 413
+        run = await api.create("warren", 1, controlled_agents="all", params={"agents": 10_000})
+        view = await api.run_view(run)
+        assert sum(a["controlled"] for a in view["agents"]) == 10_000

@@ -3,7 +3,8 @@
 A forager decides about seven times in a whole run (sleep until the shift, walk to the patch, take
 the seed, walk to the larder, store it, walk home, sleep), whatever the size of the warren: the
 policy does O(1) work per decision and keeps four fields (``__slots__``, so 100,000 of them stay small).
-It reads its observation at every wake but the first (see ``decide``).
+It reads its observation (``busy``, ``you``, ``objectives``, ``place.items``: the lazy view's fields, see
+``fields``) at every wake but the first (see ``decide``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,13 @@ from typing import Any
 
 NOTES = re.compile(r"burrow is (\S+)\. .* patch at (\S+)\. Your shift starts at t=(\d+) ms")
 FOREVER = 2**40  # ms: sleep out the rest of the run (the larder filling ends it)
+
+
+def fields(obs: Any) -> Any:
+    """The observation's fields: in process, the engine's lazy view (a field is built when read, so the four
+    this policy reads are all it pays for); from the SDK or anywhere else, the plain ``observation`` dict."""
+    view = getattr(obs, "view", None)
+    return view if view is not None else obs.observation
 
 
 class Forager:
@@ -31,7 +39,7 @@ class Forager:
             # reading the observation, so the engine never builds 100,000 of them at once (it builds
             # an observation only when a policy reads it).
             return {"sleep_ms": self.shift - obs.time}
-        o = obs.observation
+        o = fields(obs)
         if o["busy"]:
             return {"noop": True}  # walking: let it finish
         you = o["you"]

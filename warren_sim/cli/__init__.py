@@ -7,8 +7,11 @@ Subcommands, one module each in this package:
 - ``scenarios``: list the scenarios found, with premise, agents and parameters
 - ``serve``: serve warren-agent/0 (HTTP long-polling and the WebSocket binding) on Hypercorn
 - ``agent``: drive one remote agent of a served run with a policy (``--create`` makes the run)
+- ``mcp``: one remote agent as a stdio MCP server for an MCP host (``--create`` makes the run)
 - ``demo``: a server, a run and a remote agent in one process, with a live transcript
-- ``replay``: re-run a journal or trace and check the engine produces the same records
+- ``replay``: re-run a journal or trace and check the engine produces the same records (``--html``: the viewer
+  with the journal embedded, one file)
+- ``report``: plots of a run from its journal (objectives over sim time, actions by agent and lane)
 - ``conformance``: check any warren-agent/0 server against the protocol, rule by rule
 - ``bench``: the benchmarks of a source checkout (``python -m bench``)
 
@@ -24,13 +27,13 @@ import argparse
 import sys
 
 from .. import __version__
-from . import agent, bench, conformance, demo, replay, run, scenarios, serve
+from . import agent, bench, conformance, demo, mcp, replay, report, run, scenarios, serve
 from . import eval as eval_
 from ._common import EXIT_USAGE, UsageError
 
 __all__ = ["EXIT_USAGE", "UsageError", "build_parser", "main"]
 
-SUBCOMMANDS = (run, eval_, scenarios, serve, agent, demo, replay, conformance, bench)
+SUBCOMMANDS = (run, eval_, scenarios, serve, agent, mcp, demo, replay, report, conformance, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -106,3 +106,78 @@ def remote_policy(factory: PolicyFactory, agent_id: str, briefing: dict[str, Any
         return factory(agent_id, str(briefing.get("role", "")), briefing)
     except ScenarioError as exc:
         raise UsageError(str(exc)) from None
+
+
+def add_llm_options(p: argparse.ArgumentParser) -> None:
+    """``--model``, ``--temperature``, ``--max-history`` for ``--policy llm`` (docs/llm.md)."""
+    g = p.add_argument_group("--policy llm", "an OpenAI-compatible endpoint: OPENAI_BASE_URL, OPENAI_API_KEY")
+    g.add_argument("--model", help="the model to ask (or WARREN_LLM_MODEL), e.g. llama3.1, gpt-4o-mini")
+    g.add_argument("--temperature", type=float, help="sampling temperature (or WARREN_LLM_TEMPERATURE); "
+                   "default: the server's")
+    g.add_argument("--max-history", type=int, metavar="N",
+                   help="past decisions, with their verdicts, kept in each prompt (or WARREN_LLM_MAX_HISTORY; "
+                        "default 8)")
+
+
+def apply_llm_options(args: argparse.Namespace) -> None:
+    """For ``--policy llm``: the flags into ``WARREN_LLM_*`` (so worker processes see them too), then one
+    probe of the endpoint, so a dead endpoint or a refused key is one usage error before anything runs."""
+    if getattr(args, "policy", None) != "llm":
+        return
+    for flag, name in (("model", "WARREN_LLM_MODEL"), ("temperature", "WARREN_LLM_TEMPERATURE"),
+                       ("max_history", "WARREN_LLM_MAX_HISTORY")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            os.environ[name] = str(value)
+    try:
+        from ..llm import LLMConfig, LLMConfigError, probe
+    except ImportError as exc:  # pragma: no cover - the package itself imports nothing optional
+        raise UsageError(f"--policy llm: {exc}") from None
+    try:
+        probe(LLMConfig.from_env())
+    except LLMConfigError as exc:
+        raise UsageError(f"--policy llm: {exc}") from None
+
+
+def tokens_line(policies: Any) -> str | None:
+    """``tokens: N prompt + M completion`` summed over policies exposing ``usage``, or None if none does."""
+    prompt = completion = 0
+    seen = False
+    for policy in policies:
+        usage = getattr(policy, "usage", None)
+        if isinstance(usage, dict):
+            seen = True
+            prompt += int(usage.get("prompt_tokens", 0) or 0)
+            completion += int(usage.get("completion_tokens", 0) or 0)
+    return f"tokens: {prompt:,} prompt + {completion:,} completion" if seen else None
+
+
+def remote_command(command: Any) -> tuple[Any, str | None]:
+    """What a remote agent submits for a policy's answer: a policy's ``{"invalid": reason}`` ("no usable
+    command") is sent as a noop, the reason returned for printing (the server journals the noop)."""
+    if isinstance(command, dict) and "invalid" in command and set(command) <= {"invalid", "raw"}:
+        return {"noop": True}, str(command["invalid"]) or "the policy had no usable command"
+    return command, None
+
+
+RETRIES_AFTER_REJECTION = 2
+
+
+def answers_again(policy: Any, receipt: Any, attempt: int) -> bool:
+    """After a ``rejected`` verdict the observation is still outstanding: a policy that hears receipts
+    (``on_receipt``, such as the LLM policy, which now has the reason in its prompt) decides again, up to
+    :data:`RETRIES_AFTER_REJECTION` more times; any other policy would only repeat itself."""
+    return (receipt.status == "rejected" and callable(getattr(policy, "on_receipt", None))
+            and attempt < RETRIES_AFTER_REJECTION)
+
+
+def after_receipt(policy: Any, receipt: Any) -> str:
+    """Hand the receipt to a policy with ``on_receipt`` (the LLM policy puts verdicts in its next prompt);
+    the decision's token usage, when the policy reports one, as text for the log line."""
+    hook = getattr(policy, "on_receipt", None)
+    if callable(hook):
+        hook(receipt)
+    last = getattr(policy, "last_usage", None)
+    if isinstance(last, dict):
+        return f"  tokens {last.get('prompt_tokens', 0)}+{last.get('completion_tokens', 0)}"
+    return ""

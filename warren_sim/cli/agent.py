@@ -18,9 +18,15 @@ from typing import Any
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
+    RETRIES_AFTER_REJECTION,
     UsageError,
+    add_llm_options,
     add_scenarios_option,
+    after_receipt,
+    answers_again,
+    apply_llm_options,
     apply_scenarios_option,
+    remote_command,
     remote_factory,
     remote_policy,
     show_command,
@@ -51,6 +57,7 @@ def register(sub: Any) -> None:
     p.add_argument("--reconnect", type=float, default=60.0, metavar="S",
                    help="how long to keep retrying when the server cannot be reached (a restart) before giving up")
     add_scenarios_option(p)
+    add_llm_options(p)
     p.set_defaults(func=cmd_agent)
 
 
@@ -82,6 +89,7 @@ def _check_args(args: argparse.Namespace) -> None:
                          if args.run is None else "--run and --create exclude each other: join a run or create one")
     if args.create is not None and args.lease is not None:
         raise UsageError("--lease resumes an agent of an existing run; with --create the run is new")
+    apply_llm_options(args)
 
 
 def _create_line(view: Any, agent: str) -> str:
@@ -118,10 +126,16 @@ def cmd_agent(args: argparse.Namespace) -> int:
                     policy = remote_policy(factory, args.agent, briefing)
                     for obs in agent.observations(wait=args.wait):
                         print(f"\n--- {obs.observation_id} ---\n{obs.text}")
-                        command = policy.decide(obs)
-                        receipt = agent.submit(obs, command)
-                        log.write(receipt)
-                        print(f">>> {show_command(command)}  [{show_receipt(receipt)}]", flush=True)
+                        for attempt in range(RETRIES_AFTER_REJECTION + 1):
+                            command, invalid = remote_command(policy.decide(obs))
+                            if invalid is not None:
+                                print(f"(invalid: {invalid}; sending a noop)")
+                            receipt = agent.submit(obs, command)
+                            log.write(receipt)
+                            extra = after_receipt(policy, receipt)
+                            print(f">>> {show_command(command)}  [{show_receipt(receipt)}]{extra}", flush=True)
+                            if not answers_again(policy, receipt, attempt):
+                                break
                 except KeyboardInterrupt:
                     agent.detach()  # before leaving `with`, which would release the agent otherwise
                     raise
@@ -181,9 +195,15 @@ async def _agent_ws_main(args: argparse.Namespace, held: dict[str, str]) -> int:
                     policy = remote_policy(factory, args.agent, briefing)
                     async for obs in agent.observations(wait=args.wait):
                         print(f"\n--- {obs.observation_id} ---\n{obs.text}")
-                        command = policy.decide(obs)
-                        receipt = await agent.submit(obs, command)
-                        print(f">>> {show_command(command)}  [{show_receipt(receipt)}]", flush=True)
+                        for attempt in range(RETRIES_AFTER_REJECTION + 1):
+                            command, invalid = remote_command(policy.decide(obs))
+                            if invalid is not None:
+                                print(f"(invalid: {invalid}; sending a noop)")
+                            receipt = await agent.submit(obs, command)
+                            extra = after_receipt(policy, receipt)
+                            print(f">>> {show_command(command)}  [{show_receipt(receipt)}]{extra}", flush=True)
+                            if not answers_again(policy, receipt, attempt):
+                                break
                 except KeyboardInterrupt:
                     agent.detach()
                     raise

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..replay import JournalError, replay_journal
+from ..replay import JournalError, read_journal, replay_records
 from ._common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_scenarios_option, apply_scenarios_option, subparser
 
 
@@ -17,6 +17,8 @@ def register(sub: Any) -> None:
                        "identical")
     p.add_argument("journal", type=Path, help="a served run's journal (DATA_DIR/run-N.jsonl, GET "
                    "/v1/runs/{run}/journal) or a `warren run --trace` file")
+    p.add_argument("--html", type=Path, metavar="OUT.html", help="also write the viewer with this journal "
+                   "embedded: one self-contained file that opens from disk (attach it to a bug report)")
     add_scenarios_option(p)
     p.set_defaults(func=cmd_replay)
 
@@ -28,7 +30,21 @@ def _show(record: dict[str, Any] | None) -> str:
 def cmd_replay(args: argparse.Namespace) -> int:
     apply_scenarios_option(args)
     try:
-        result = replay_journal(args.journal)
+        records = read_journal(args.journal)
+        result = replay_records(records, str(args.journal))
+        if args.html is not None:
+            from ..runtime.rebuild import RebuildError
+            from ..viewer_page import write_html
+
+            try:
+                size = write_html(records, str(args.html))
+            except OSError as exc:
+                print(f"warren replay: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
+                return EXIT_USAGE
+            except RebuildError as exc:
+                print(f"warren replay: {exc}", file=sys.stderr)
+                return EXIT_USAGE
+            print(f"viewer: {args.html} ({size:,} bytes; open it in a browser, no server needed)")
     except JournalError as exc:
         print(f"warren replay: {exc}", file=sys.stderr)
         return EXIT_USAGE

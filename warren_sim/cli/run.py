@@ -1,29 +1,33 @@
 """``warren run``: a scenario headless, every agent driven by in-process policies.
 
-No trio and no task per agent: the engine loop runs as fast as it goes. On a terminal a live line
-shows sim time and objectives; ``--trace`` writes the run's journal, whose bytes depend only on the
+No trio and no task per agent: the engine loop runs as fast as it goes. Progress
+(:mod:`warren_sim.progress`) shows objectives, sim time and decisions/s live on a terminal and as a plain
+line every few seconds elsewhere; ``--trace`` writes the run's journal, whose bytes depend only on the
 scenario, the seed, the parameters and the policies (no wall-clock value is in it).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
 from ..engine import Simulation, run_headless
 from ..engine.records import TraceWriter
+from ..progress import Progress
 from ..runtime.clock import wall_seconds
 from ..scenarios import ScenarioError, instantiate, load_scenario
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
+    add_llm_options,
     add_scenarios_option,
+    apply_llm_options,
     apply_scenarios_option,
     cli_params,
     subparser,
+    tokens_line,
 )
 
 
@@ -39,48 +43,44 @@ def register(sub: Any) -> None:
                    help="solution, random, none, llm or module:factory (docs/policies.md)")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
     add_scenarios_option(p)
+    add_llm_options(p)
     p.set_defaults(func=run_command)
 
 
-def _objectives_line(sim: Simulation) -> str:
-    return " ".join(f"{o['id']} {o['progress']['current']}/{o['progress']['target']}" for o in sim.objective_views())
+def _objectives(sim: Simulation) -> list[tuple[str, int, int]]:
+    return [(o["id"], o["progress"]["current"], o["progress"]["target"]) for o in sim.objective_views()]
 
 
 def run_command(args: argparse.Namespace) -> int:
     apply_scenarios_option(args)
     params = cli_params(args.param)
+    apply_llm_options(args)
     try:
         loaded = load_scenario(args.scenario, params)
         sim, policies = instantiate(loaded, args.seed, args.policy, record=args.trace is not None)
     except ScenarioError as exc:
         raise UsageError(str(exc)) from None
-    live = sys.stderr.isatty() and not args.quiet
     try:
         out = open(args.trace, "w", encoding="utf-8") if args.trace else None  # noqa: SIM115
     except OSError as exc:
         raise UsageError(f"--trace: cannot write {args.trace}: {exc.strerror or exc}") from None
     writer = TraceWriter(out)
     started = wall_seconds()
-    last_draw = [started]
+    progress = Progress(f"warren run {args.scenario} seed {args.seed}", enabled=not args.quiet)
 
     def on_batch(s: Simulation) -> None:
         writer.write(s.drain_records())
-        if live:
-            now = wall_seconds()
-            if now - last_draw[0] >= 0.1:
-                last_draw[0] = now
-                sys.stderr.write(f"\r  t={s.time / 1000:>9.1f}s  decisions={s.decisions:>9}  {_objectives_line(s)}   ")
-                sys.stderr.flush()
+        if progress.due():
+            progress.update(sim_time_ms=s.time, decisions=s.decisions, objectives=_objectives(s))
 
     try:
-        summary = run_headless(sim, policies, on_batch=on_batch)
+        with progress:
+            summary = run_headless(sim, policies, on_batch=on_batch)
         writer.write(sim.drain_records())
     finally:
         if out is not None:
             out.close()
     wall = wall_seconds() - started
-    if live:
-        sys.stderr.write("\r" + " " * 100 + "\r")
     rate = summary["decisions"] / wall if wall > 0 else float("inf")
     print(f"{args.scenario} seed {args.seed}: {summary['status']} ({summary['reason']})")
     for o in summary["objectives"]:
@@ -88,6 +88,9 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"  objective {o['id']:<12} {o['status']:<10} {p['current']}/{p['target']}  {o['description']}")
     print(f"  sim time {summary['sim_time_ms'] / 1000:.1f}s, {summary['decisions']} decisions, "
           f"wall {wall:.3f}s, {rate:,.0f} decisions/s")
+    tokens = tokens_line(policies.values())
+    if tokens is not None:
+        print(f"  {tokens}")
     if args.trace:
         print(f"  trace: {args.trace} ({writer.cursor} records)")
     return EXIT_OK if summary["status"] == "completed" else EXIT_FAILED

@@ -99,14 +99,16 @@ class AsyncAgentClient:
     async def list_scenarios(self) -> list[dict[str, Any]]:
         return (await self._run(core.get_json("/v1/scenarios", self.retry)))["scenarios"]
 
-    async def describe_scenario(self, name: str) -> dict[str, Any]:
-        return await self._run(core.get_json(f"/v1/scenarios/{core.quote_segment(name)}", self.retry))
+    async def describe_scenario(self, name: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """``GET /v1/scenarios/{name}``: roles, agents, objectives, parameters and the ``layout`` that ``params`` give."""
+        return await self._run(core.get_json(core.scenario_path(name, params), self.retry))
 
     # -- runs ------------------------------------------------------------------------------------------
-    async def create_run(self, scenario: str, seed: int = 0, controlled_agents: Iterable[str] = (),
+    async def create_run(self, scenario: str, seed: int = 0, controlled_agents: core.ControlledAgents = (),
                          npc_policy: str = "solution", pace: float | None = None,
                          decision_deadline_s: float = 60.0, params: Mapping[str, Any] | None = None) -> RunView:
-        """Create a run (never retried: a retry could create a second one)."""
+        """Create a run (never retried: a retry could create a second one). ``controlled_agents``: agent ids,
+        ``"all"``, or ``{"role": ROLE}`` (every agent of that role; a selector fits any world in the body)."""
         body = core.run_create_body(controlled_agents, npc_policy, pace, decision_deadline_s, params)
         return await self._run(core.create_run(scenario, seed, body))
 

@@ -24,6 +24,7 @@ Rules the operations implement (warren-agent/0 and DESIGN section 3):
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from collections.abc import Generator, Iterable, Mapping
 from typing import Any, TypeVar
@@ -121,6 +122,14 @@ def mint_command_id() -> str:
 
 def quote_segment(value: str) -> str:
     return quote(value, safe="")
+
+
+def scenario_path(name: str, params: Mapping[str, Any] | None = None) -> str:
+    """``/v1/scenarios/{name}``, with ``?params=<JSON>`` when parameters shape the layout."""
+    path = f"/v1/scenarios/{quote_segment(name)}"
+    if params:
+        path += "?params=" + quote(json.dumps(dict(params), separators=(",", ":")), safe="")
+    return path
 
 
 def agent_path(run_id: str, agent_id: str, tail: str = "") -> str:
@@ -556,9 +565,21 @@ class AgentHandleBase:
                 f"{' ended ' + self.run_status if self.run_status else ''}>")
 
 
-def run_create_body(controlled_agents: Iterable[str], npc_policy: str, pace: float | None,
+#: ``controlled_agents`` of ``create_run``: agent ids, ``"all"``, or ``{"role": ROLE}`` (every agent of a role)
+ControlledAgents = Iterable[str] | Mapping[str, str]
+
+
+def run_create_body(controlled_agents: ControlledAgents, npc_policy: str, pace: float | None,
                     decision_deadline_s: float, params: Mapping[str, Any] | None) -> dict[str, Any]:
-    if isinstance(controlled_agents, str):
-        raise TypeError("controlled_agents is a list of agent ids, not one string")
-    return {"controlled_agents": list(controlled_agents), "npc_policy": npc_policy, "pace": pace,
+    selector: Any
+    if controlled_agents == "all":
+        selector = "all"
+    elif isinstance(controlled_agents, str):
+        raise TypeError(f'controlled_agents is a list of agent ids, "all" or {{"role": ROLE}}, not the string '
+                        f"{controlled_agents!r}")
+    elif isinstance(controlled_agents, Mapping):
+        selector = dict(controlled_agents)
+    else:
+        selector = list(controlled_agents)
+    return {"controlled_agents": selector, "npc_policy": npc_policy, "pace": pace,
             "decision_deadline_s": decision_deadline_s, "params": dict(params or {})}

@@ -402,10 +402,12 @@ class Connection:
                 except ProtocolError as exc:
                     held.error = exc
                     held.poke()
-        elif method == "outcome":
-            held = self._held_for(params)
-            if held is not None:
-                held.poke()  # wait_outcome wakes and reads the receipt
+        elif method in ("outcome", "outcomes"):
+            notes = [params] if method == "outcome" else params.get("outcomes")
+            for note in notes if isinstance(notes, list) else []:
+                held = self._held_for(note)
+                if held is not None:
+                    held.poke()  # wait_outcome wakes and reads the receipt
         elif method == "run.status":
             held = self._held_for(params)
             status = params.get("status")

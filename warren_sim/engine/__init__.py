@@ -5,6 +5,7 @@ See ``sim.Simulation`` for the three calls that drive it.
 
 from .briefing import briefing, canonical_json, content_hash
 from .headless import run_headless
+from .layout import layout
 from .perception import Observation
 from .policy import NOOP, NoopPolicy, Policy, RandomPolicy
 from .sim import END_STATUSES, WAKE_REASONS, Batch, EngineError, Simulation
@@ -14,5 +15,5 @@ from .world import WorldError
 __all__ = [
     "END_STATUSES", "NOOP", "WAKE_REASONS", "Batch", "EngineError", "NoopPolicy", "Observation", "Policy",
     "RandomPolicy", "ScenarioSpec", "Simulation", "WorldError", "briefing", "canonical_json", "content_hash",
-    "run_headless",
+    "layout", "run_headless",
 ]

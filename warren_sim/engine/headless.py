@@ -38,17 +38,28 @@ def answer_or_noop(sim: Simulation, agent_id: str, observation_id: str,
                         "command": answer, "error": err}
 
 
+def _tell_rejected(policy: Any, observation_id: str, answer: Any, error: str) -> None:
+    """A policy with ``on_receipt`` (the remote clients' hook, docs/policies.md) hears that the rules refused
+    its command, as a remote one would from its receipt; its own ``{"invalid": ...}`` it knows already."""
+    hook = getattr(policy, "on_receipt", None)
+    if callable(hook) and not (isinstance(answer, dict) and "invalid" in answer):
+        hook({"command_id": None, "observation_id": observation_id, "status": "rejected", "detail": error,
+              "outcome": None, "outcome_reason": ""})
+
+
 def run_headless(sim: Simulation, policies: Mapping[str, Policy], *,
                  on_batch: Callable[[Simulation], None] | None = None,
                  max_batches: int | None = None) -> dict[str, Any]:
     batches = 0
     while (batch := sim.advance()) is not None:
         for obs in batch.observations:
-            command, invalid = answer_or_noop(sim, obs.agent_id, obs.observation_id,
-                                              policies[obs.agent_id].decide(obs))
+            policy = policies[obs.agent_id]
+            answer = policy.decide(obs)
+            command, invalid = answer_or_noop(sim, obs.agent_id, obs.observation_id, answer)
             if invalid is not None:
                 sim.answer(obs.agent_id, command, source="invalid")
                 sim._emit(invalid)
+                _tell_rejected(policy, obs.observation_id, answer, invalid["error"])
             else:
                 sim.answer(obs.agent_id, command)
         sim.adjudicate()

@@ -9,6 +9,7 @@ command is validated against.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .world import Agent, cell_name
@@ -24,6 +25,45 @@ class StaleObservation(RuntimeError):
     """An observation was read for the first time after its batch was adjudicated."""
 
 
+class ObservationView(Mapping[str, Any]):
+    """Fields of an observation built on first access and kept (the world does not change within a batch).
+
+    A read-only mapping, so a policy written against the plain dict (``o["you"]["place"]``) reads it
+    unchanged; building a field for the first time after the batch was adjudicated raises
+    ``StaleObservation``, as for the whole object.
+    """
+
+    __slots__ = ("_builders", "_built", "_obs")
+
+    def __init__(self, obs: Observation, builders: dict[str, Callable[[Observation], Any]]) -> None:
+        self._obs, self._builders = obs, builders
+        self._built: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._built[key]
+        except KeyError:
+            pass
+        build = self._builders[key]  # KeyError for a field that does not exist, as for a dict
+        self._obs._check_fresh()
+        value = self._built[key] = build(self._obs)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._builders)
+
+    def __len__(self) -> int:
+        return len(self._builders)
+
+    def __repr__(self) -> str:
+        return f"ObservationView({self.to_dict()!r})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, as plain dicts (nested views too), in the wire order."""
+        return {k: (v.to_dict() if isinstance(v, ObservationView) else v) for k in self._builders
+                for v in (self[k],)}
+
+
 class Observation:
     """One wake of one agent: what the engine hands to a policy or a remote client.
 
@@ -35,7 +75,7 @@ class Observation:
     """
 
     __slots__ = ("_affordances", "_agent", "_batch", "_captured", "_observation", "_sim", "_text", "_tools",
-                 "_unavailable", "agent_id", "name", "observation_id", "reason", "seq", "time")
+                 "_unavailable", "_view", "agent_id", "name", "observation_id", "reason", "seq", "time")
 
     def __init__(self, sim: Simulation, agent: Agent, reason: str) -> None:
         self._sim, self._agent, self._batch = sim, agent, sim.batch_no
@@ -45,6 +85,7 @@ class Observation:
         agent.messages, agent.events = [], []
         agent.messages_dropped = agent.events_dropped = 0
         self._observation: dict[str, Any] | None = None
+        self._view: ObservationView | None = None
         self._affordances: list[dict[str, Any]] | None = None
         self._tools: dict[str, tuple[dict[str, list[str] | None] | None, str]] = {}
         self._unavailable: dict[str, str] | None = None
@@ -84,10 +125,20 @@ class Observation:
         return out
 
     @property
+    def view(self) -> ObservationView:
+        """The observation object as a lazy mapping: each field (and each of ``place``'s) is built when first
+        read. In-process policies read this: a forager that looks at ``busy`` and ``you`` never pays for
+        ``tools`` (every tool's availability) or the agents around it. ``dict(view)`` equals ``observation``
+        except that ``place`` stays a view."""
+        if self._view is None:
+            self._view = ObservationView(self, OBSERVATION_FIELDS)
+        return self._view
+
+    @property
     def observation(self) -> dict[str, Any]:
+        """The whole observation object (the wire truth), built from the same fields as ``view``."""
         if self._observation is None:
-            self._check_fresh()
-            self._observation = _build(self._sim, self._agent, self._captured, self.unavailable())
+            self._observation = self.view.to_dict()
         return self._observation
 
     @property
@@ -141,11 +192,65 @@ def observe(sim: Simulation, agent: Agent, reason: str) -> Observation:
     return Observation(sim, agent, reason)
 
 
-def _build(sim: Simulation, agent: Agent, captured: tuple[Any, ...], unavailable: dict[str, str]) -> dict[str, Any]:
+# The observation's fields, each built from the Observation on first access (see ObservationView). The
+# order is the wire order of the object: ``Observation.observation`` lists them in this order.
+def _f_busy(o: Observation) -> list[dict[str, Any]]:
+    return [{"lane": x.lane, "action": x.tool, "args": x.args, "started_ms": x.started, "until_ms": x.until}
+            for x in o._agent.lanes.values() if x is not None]
+
+
+def _f_you(o: Observation) -> dict[str, Any]:
+    sim, agent = o._sim, o._agent
+    w = sim.world
+    return {"id": agent.id, "name": agent.name, "role": agent.role, "cell": cell_name(agent.cell),
+            "place": w.place_of(agent.cell), "inventory": [_item_view(sim, i) for i in agent.inventory],
+            "capacity": sim.conv.max_inventory}
+
+
+def _p_name(o: Observation) -> str | None:
+    return o._sim.world.place_of(o._agent.cell)
+
+
+def _p_cell(o: Observation) -> str:
+    return cell_name(o._agent.cell)
+
+
+def _p_description(o: Observation) -> str:
+    w = o._sim.world
+    place = w.place_of(o._agent.cell)
+    return w.places[place].description if place is not None else ""
+
+
+def _p_items(o: Observation) -> list[dict[str, Any]]:
+    sim = o._sim
+    return [_item_view(sim, i) for i in sim.world.items_in_reach(o._agent.cell)]
+
+
+def _p_agents(o: Observation) -> list[dict[str, Any]]:
+    sim, me = o._sim, o._agent.id
+    return [_agent_view(sim, a) for a in sim.world.agents_in_reach(o._agent.cell) if a != me]
+
+
+def _p_structures(o: Observation) -> list[dict[str, Any]]:
+    sim = o._sim
+    return [_structure_view(sim, s) for s in sim.world.structures_in_reach(o._agent.cell)]
+
+
+PLACE_FIELDS: dict[str, Callable[[Observation], Any]] = {
+    "name": _p_name, "cell": _p_cell, "description": _p_description,
+    "items": _p_items, "agents": _p_agents, "structures": _p_structures,
+}
+
+
+def _f_place(o: Observation) -> ObservationView:
+    return ObservationView(o, PLACE_FIELDS)
+
+
+def _f_visible(o: Observation) -> dict[str, Any]:
+    sim, agent = o._sim, o._agent
     w = sim.world
     conv = sim.conv
     cell = agent.cell
-    place = w.place_of(cell)
     visible_agents: list[dict[str, Any]] = []
     visible_items: list[dict[str, Any]] = []
     if conv.sight_radius > 0:
@@ -165,33 +270,60 @@ def _build(sim: Simulation, agent: Agent, captured: tuple[Any, ...], unavailable
                 if budget > 0:
                     visible_items.append({**_item_view(sim, iid), "cell": cell_name(c), "distance": dist})
                     budget -= 1
-    busy = [{"lane": x.lane, "action": x.tool, "args": x.args, "started_ms": x.started, "until_ms": x.until}
-            for x in agent.lanes.values() if x is not None]
-    pdesc = w.places[place].description if place is not None else ""
-    messages, messages_dropped, events, events_dropped = captured
-    here = cell_name(cell)
-    tools = sim.tools
-    return {
-        "agent": agent.id,
-        "time": sim.time,
-        "busy": busy,
-        "you": {"id": agent.id, "name": agent.name, "role": agent.role, "cell": here, "place": place,
-                "inventory": [_item_view(sim, i) for i in agent.inventory],
-                "capacity": conv.max_inventory},
-        "place": {"name": place, "cell": here, "description": pdesc,
-                  "items": [_item_view(sim, i) for i in w.items_in_reach(cell)],
-                  "agents": [_agent_view(sim, a) for a in w.agents_in_reach(cell) if a != agent.id],
-                  "structures": [_structure_view(sim, s) for s in w.structures_in_reach(cell)]},
-        "visible": {"agents": visible_agents, "items": visible_items},
-        "messages": messages,
-        "messages_dropped": messages_dropped,
-        "events": events,
-        "events_dropped": events_dropped,
-        "objectives": sim.objective_views(),
-        "tools": [{"action": t, "lane": tools[t].lane, "durative": tools[t].durative,
-                   "available": t not in unavailable, **({"why": unavailable[t]} if t in unavailable else {})}
-                  for t in agent.tools],
-    }
+    return {"agents": visible_agents, "items": visible_items}
+
+
+def _f_tools(o: Observation) -> list[dict[str, Any]]:
+    tools = o._sim.tools
+    unavailable = o.unavailable()
+    return [{"action": t, "lane": tools[t].lane, "durative": tools[t].durative,
+             "available": t not in unavailable, **({"why": unavailable[t]} if t in unavailable else {})}
+            for t in o._agent.tools]
+
+
+def _f_agent(o: Observation) -> str:
+    return o.agent_id
+
+
+def _f_time(o: Observation) -> int:
+    return o.time
+
+
+def _f_messages(o: Observation) -> list[dict[str, Any]]:
+    return o._captured[0]
+
+
+def _f_messages_dropped(o: Observation) -> int:
+    return o._captured[1]
+
+
+def _f_events(o: Observation) -> list[dict[str, Any]]:
+    """Events as dicts: an outcome kept as its facts (``sim.OutcomeEvent``) is built now, when first read."""
+    return [e if type(e) is dict else e.build() for e in o._captured[2]]
+
+
+def _f_events_dropped(o: Observation) -> int:
+    return o._captured[3]
+
+
+def _f_objectives(o: Observation) -> list[dict[str, Any]]:
+    return o._sim.objective_views()
+
+
+OBSERVATION_FIELDS: dict[str, Callable[[Observation], Any]] = {
+    "agent": _f_agent,
+    "time": _f_time,
+    "busy": _f_busy,
+    "you": _f_you,
+    "place": _f_place,
+    "visible": _f_visible,
+    "messages": _f_messages,
+    "messages_dropped": _f_messages_dropped,
+    "events": _f_events,
+    "events_dropped": _f_events_dropped,
+    "objectives": _f_objectives,
+    "tools": _f_tools,
+}
 
 
 def _build_affordances(agent: Agent, choices: dict[str, dict[str, list[str] | None]]) -> list[dict[str, Any]]:

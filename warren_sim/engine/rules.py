@@ -25,6 +25,16 @@ COMMAND_KEYS = ("action", "sleep_ms", "noop")
 
 
 def validate(sim: Simulation, agent: Agent, pending: Pending, command: dict[str, Any]) -> str | None:
+    # Fast paths for the well-formed shapes; anything else takes the full path below, which says what is wrong.
+    n = len(command)
+    if "action" in command and (n == 1 or (n == 2 and "args" in command)):
+        return _validate_action(sim, agent, pending, command)
+    if n == 1:
+        ms = command.get("sleep_ms")
+        if type(ms) is int and 0 <= ms <= MAX_SLEEP_MS:
+            return None
+        if command.get("noop") is True:
+            return None
     present = [k for k in COMMAND_KEYS if k in command]
     if len(present) != 1:
         return ("a command is exactly one of {\"action\": ..., \"args\": {...}}, {\"sleep_ms\": n} or "
@@ -45,7 +55,21 @@ def validate(sim: Simulation, agent: Agent, pending: Pending, command: dict[str,
         if not 0 <= ms <= MAX_SLEEP_MS:
             return f"sleep_ms must be between 0 and {MAX_SLEEP_MS}, got {ms}"
         return None
+    return _validate_action(sim, agent, pending, command)
+
+
+def _validate_action(sim: Simulation, agent: Agent, pending: Pending, command: dict[str, Any]) -> str | None:
     name = command["action"]
+    if name == "move_to" and name in agent.tools:
+        # The commonest command, accepted without building the list of places (move_to is always available):
+        # valid args naming another place, or a cell of the map. Anything else takes the path below.
+        args = command.get("args")
+        if type(args) is dict and check_args(name, sim.tools[name].input_schema, args) is None:
+            w = sim.world
+            dest = args["dest"]
+            if dest != w.place_of(agent.cell) and (dest in w.places or (
+                    (cell := parse_cell(dest)) is not None and w.valid_cell(cell))):
+                return None
     if not isinstance(name, str):
         return f"action must be a tool name (a string), got {type(name).__name__} {name!r}; your tools: " \
                + ", ".join(agent.tools)
@@ -72,7 +96,7 @@ def validate(sim: Simulation, agent: Agent, pending: Pending, command: dict[str,
         if value in choices:
             continue
         if name == "move_to" and param == "dest":
-            if value == pending.observation.observation["you"]["place"]:
+            if value == pending.observation.view["you"]["place"]:
                 return f"args.dest: you are already at {value}; choose another place ({_list(choices)}) or a cell"
             cell = parse_cell(value)
             if cell is not None and sim.world.valid_cell(cell):
@@ -191,14 +215,27 @@ def _check_work(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any])
     return None
 
 
-def start(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> tuple[int, Cell | None]:
-    """Duration (ms) of a durative action that passed ``check``, and its destination for moves."""
+def plan(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> tuple[str | None, int, Cell | None]:
+    """``check`` and ``start`` in one pass, for adjudication: (why it fails or None, duration ms, destination).
+
+    A move resolves its destination and routes once here, where ``check`` then ``start`` did both twice.
+    The duration is 0 for instant tools.
+    """
     if tool.name == "move_to":
-        dest = sim.world.resolve_cell(args["dest"])
-        steps, _ = sim.world.route(agent.cell, dest)
-        return max(1, steps * sim.conv.step_ms), dest
+        w = sim.world
+        dest = w.resolve_cell(args["dest"])
+        place = w.place_of(dest)
+        if dest == agent.cell or (place is not None and place == w.place_of(agent.cell)):
+            return f"you are already at {args['dest']}", 0, None
+        steps, why = w.route(agent.cell, dest)
+        if why:
+            return why, 0, None
+        return None, max(1, steps * sim.conv.step_ms), dest
+    err = check(sim, agent, tool, args)
+    if err or not tool.durative:
+        return err, 0, None
     assert tool.work is not None
-    return max(1, tool.work.duration_ms), None
+    return None, max(1, tool.work.duration_ms), None
 
 
 def finish(sim: Simulation, agent: Agent, action: Any) -> str | None:
@@ -217,11 +254,13 @@ def finish(sim: Simulation, agent: Agent, action: Any) -> str | None:
 def _move(sim: Simulation, agent: Agent, dest: Cell) -> None:
     w = sim.world
     origin = agent.cell
-    sim.notify_place(origin, {"kind": "left", "agent": agent.id, "where": w.where_name(origin),
-                              "text": f"{agent.id} left {w.where_name(origin)}"}, agent.id)
+    where = w.where_name(origin)
+    sim.notify_place(origin, {"kind": "left", "agent": agent.id, "where": where,
+                              "text": f"{agent.id} left {where}"}, agent.id)
     w.move_agent(agent, dest)
-    sim.notify_place(dest, {"kind": "arrived", "agent": agent.id, "where": w.where_name(dest),
-                            "text": f"{agent.id} arrived at {w.where_name(dest)}"}, agent.id)
+    where = w.where_name(dest)
+    sim.notify_place(dest, {"kind": "arrived", "agent": agent.id, "where": where,
+                            "text": f"{agent.id} arrived at {where}"}, agent.id)
 
 
 def apply_instant(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> None:

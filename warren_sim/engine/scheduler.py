@@ -18,26 +18,27 @@ WAKE = 2
 
 
 class Scheduler:
-    __slots__ = ("_heap", "_seq")
+    __slots__ = ("heap", "_seq")
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, int, int, str, Any]] = []
+        # (time, priority, seq, key, token); public so that Simulation.advance, the hot loop, pops it directly
+        self.heap: list[tuple[int, int, int, str, Any]] = []
         self._seq = 0
 
     def push(self, time: int, priority: int, key: str, token: Any) -> None:
         self._seq += 1
-        heapq.heappush(self._heap, (time, priority, self._seq, key, token))
+        heapq.heappush(self.heap, (time, priority, self._seq, key, token))
 
     def peek_time(self) -> int | None:
-        return self._heap[0][0] if self._heap else None
+        return self.heap[0][0] if self.heap else None
 
     def top(self) -> tuple[int, int, str, Any]:
-        time, priority, _, key, token = self._heap[0]
+        time, priority, _, key, token = self.heap[0]
         return time, priority, key, token
 
     def pop(self) -> tuple[int, int, str, Any]:
-        time, priority, _, key, token = heapq.heappop(self._heap)
+        time, priority, _, key, token = heapq.heappop(self.heap)
         return time, priority, key, token
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self.heap)

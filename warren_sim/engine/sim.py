@@ -14,11 +14,14 @@ scheduler's ``(time, priority, seq)`` keys.
 from __future__ import annotations
 
 import random
+from heapq import heappop
+from operator import attrgetter
 from typing import Any
 
 import attrs
 
 from . import rules
+from .layout import layout
 from .perception import Observation, observe
 from .scheduler import COMPLETION, DEADLINE, WAKE, Scheduler
 from .spec import ScenarioSpec
@@ -30,6 +33,7 @@ REASON_RANK = {"interrupted": 0, "done": 1, "message": 2, "event": 3, "timer": 4
 WAKE_REASONS = tuple(REASON_RANK)
 END_STATUSES = ("completed", "failed", "cancelled")
 MAX_EVENTS = 32
+_by_id = attrgetter("id")
 
 
 class EngineError(RuntimeError):
@@ -55,6 +59,26 @@ class ObjectiveState:
             "deadline_ms": self.deadline_ms,
             "progress": {"current": self.current, "target": self.target},
         }
+
+
+class OutcomeEvent:
+    """An outcome the agent will perceive, kept as its facts until its observation's ``events`` are read.
+
+    Most outcomes of a headless run are never read as prose (a policy looks at its inventory, not at
+    "your move_to (a#3) was completed"), so the dict and its text are built by :meth:`build`, on demand.
+    """
+
+    __slots__ = ("observation_id", "outcome", "reason", "time", "tool")
+
+    def __init__(self, time: int, observation_id: str, tool: str, outcome: str, reason: str) -> None:
+        self.time, self.observation_id, self.tool, self.outcome, self.reason = (time, observation_id, tool,
+                                                                                 outcome, reason)
+
+    def build(self) -> dict[str, Any]:
+        text = f"your {self.tool} ({self.observation_id}) was {self.outcome}" + (
+            f": {self.reason}" if self.reason else "")
+        return {"time": self.time, "kind": "outcome", "observation_id": self.observation_id, "action": self.tool,
+                "outcome": self.outcome, "reason": self.reason, "text": text}
 
 
 @attrs.define(eq=False)
@@ -110,8 +134,10 @@ class Simulation:
         self._action_token = 0
         self.batch_no = 0  # observations of batch n may be built lazily until batch n is adjudicated
         self._event_wakes: list[str] = []
-        self._emit({"kind": "run", "t": 0, "run_id": run_id, "scenario": spec.name, "seed": seed,
-                    "params": dict(sorted((params or {}).items())), "agents": list(self.world.agent_ids)})
+        if record:  # the layout makes a journal self-describing: a viewer of the file needs nothing else
+            self._emit({"kind": "run", "t": 0, "run_id": run_id, "scenario": spec.name, "seed": seed,
+                        "params": dict(sorted((params or {}).items())), "agents": list(self.world.agent_ids),
+                        "layout": layout(self.world, spec)})
         for aid in self.world.agent_ids:
             self._wake(self.world.agents[aid], 0, "start")
         for obj in self.objectives.values():
@@ -137,30 +163,32 @@ class Simulation:
         """Run time forward to the next instant where agents wake; return that batch of observations."""
         if self.pending:
             raise EngineError("adjudicate the current batch before advancing")
+        heap = self.sched.heap
+        agents = self.world.agents
         while not self.ended:
-            t = self.sched.peek_time()
-            if t is None:
+            if not heap:
                 self._end("failed", "nothing left to happen")
                 break
+            t = heap[0][0]
             self.time = t
             woken: list[Agent] = []
-            while self.sched.peek_time() == t and not self.ended:
-                _, prio, key, token = self.sched.pop()
-                if prio == COMPLETION:
-                    self._complete(key, token)
-                elif prio == DEADLINE:
-                    self._deadline(key, token)
-                else:
-                    agent = self.world.agents[key]
+            while heap and heap[0][0] == t and not self.ended:
+                _, prio, _, key, token = heappop(heap)
+                if prio == WAKE:
+                    agent = agents[key]
                     if agent.wake_token == token and agent.wake_time == t:
                         woken.append(agent)
-                if self.sched.peek_time() != t:
+                elif prio == COMPLETION:
+                    self._complete(key, token)
+                else:
+                    self._deadline(key, token)
+                if not heap or heap[0][0] != t:
                     self._flush_event_wakes()
             self._check_objectives_end()
             if self.ended:
                 break
             if woken:
-                woken.sort(key=lambda a: a.id)
+                woken.sort(key=_by_id)
                 observations = []
                 for agent in woken:
                     reason = agent.wake_reason
@@ -228,21 +256,24 @@ class Simulation:
 
     def adjudicate(self) -> None:
         """Apply every answer of the batch, in a permutation of agent ids drawn from the seeded RNG."""
-        missing = self.unanswered()
-        if missing:
-            raise EngineError(f"answers missing for {', '.join(sorted(missing))}")
-        order = sorted(self.pending)
+        pending = self.pending
+        for p in pending.values():
+            if p.answer is None:
+                raise EngineError(f"answers missing for {', '.join(sorted(self.unanswered()))}")
+        order = sorted(pending)
         self.rng.shuffle(order)
         t = self.time
-        self._emit({"kind": "batch", "t": t, "order": order})
+        if self.record:
+            self._emit({"kind": "batch", "t": t, "order": order})
+        agents = self.world.agents
+        self.decisions += len(order)
         for aid in order:
-            p = self.pending[aid]
-            self.decisions += 1
+            p = pending[aid]
             if self.record:
                 self._emit({"kind": "command", "t": t, "agent": aid,
                             "observation_id": p.observation.observation_id,
                             "command": p.answer, "source": p.source})
-            self._apply(self.world.agents[aid], p)
+            self._apply(agents[aid], p)
         self.pending.clear()
         self.batch = None
         self.batch_no += 1
@@ -262,7 +293,7 @@ class Simulation:
         if "action" in cmd:
             tool = self.tools[cmd["action"]]
             args = cmd.get("args", {})
-            err = rules.check(self, agent, tool, args)
+            err, duration, dest = rules.plan(self, agent, tool, args)
             if err:
                 self._outcome(agent, oid, "rejected", err, tool.name, rules.conflict(self, agent, tool, args))
                 self._wake(agent, t + self.conv.tick_ms, "interrupted")
@@ -271,7 +302,6 @@ class Simulation:
             if current is not None:
                 self._interrupt(agent, current, f"replaced by {tool.name} at t={t}ms")
             if tool.durative:
-                duration, dest = rules.start(self, agent, tool, args)
                 self._action_token += 1
                 action = Action(agent.id, tool.lane, tool.name, args, oid, t, t + duration,
                                 self._action_token, dest)
@@ -323,10 +353,8 @@ class Simulation:
             if conflict is not None:  # only on conflicts: every other record keeps its bytes
                 rec["conflict"] = conflict
             self._emit(rec)
-        if tool is not None:
-            text = f"your {tool} ({observation_id}) was {outcome}" + (f": {reason}" if reason else "")
-            self.tell_event(agent, {"kind": "outcome", "observation_id": observation_id, "action": tool,
-                                    "outcome": outcome, "reason": reason, "text": text})
+        if tool is not None:  # the event's dict and prose are made only if the agent's events are read
+            self._tell(agent, OutcomeEvent(self.time, observation_id, tool, outcome, reason))
 
     def _wake(self, agent: Agent, time: int, reason: str) -> None:
         """Schedule the agent's next wake unless an earlier one is already due."""
@@ -342,10 +370,15 @@ class Simulation:
         self.sched.push(time, WAKE, agent.id, agent.wake_token)
 
     def tell_event(self, agent: Agent, event: dict[str, Any]) -> None:
-        event = {"time": self.time, **event}
-        agent.events.append(event)
-        if len(agent.events) > MAX_EVENTS:
-            del agent.events[0]
+        self._tell(agent, {"time": self.time, **event})
+
+    @staticmethod
+    def _tell(agent: Agent, event: dict[str, Any] | OutcomeEvent) -> None:
+        """Append an event (a dict with its time, or one still to be built) to what the agent perceives next."""
+        events = agent.events
+        events.append(event)
+        if len(events) > MAX_EVENTS:
+            del events[0]
             agent.events_dropped += 1
 
     def notify_place(self, cell: Any, event: dict[str, Any], actor: str | None) -> None:
@@ -354,10 +387,14 @@ class Simulation:
         if self.record:
             self._emit({"kind": "event", "t": self.time, "event": event["kind"],
                         **{k: v for k, v in event.items() if k != "kind"}})
+        shared = None  # one dict for every recipient (events are read, never changed)
+        agents = self.world.agents
         for aid in self.world.agents_in_reach(cell):
             if aid == actor:
                 continue
-            self.tell_event(self.world.agents[aid], event)
+            if shared is None:
+                shared = {"time": self.time, **event}
+            self._tell(agents[aid], shared)
             self._event_wakes.append(aid)
 
     def _flush_event_wakes(self) -> None:
@@ -398,8 +435,13 @@ class Simulation:
     def _check_objectives_end(self) -> None:
         if self.ended:
             return
-        if self.objectives and all(o.status == "completed" for o in self.objectives.values()):
-            self._end("completed", "every objective is met")
+        objectives = self.objectives
+        if not objectives:
+            return
+        for o in objectives.values():  # a loop, not all(<generator>): this runs twice per batch
+            if o.status != "completed":
+                return
+        self._end("completed", "every objective is met")
 
     def _deadline(self, key: str, token: Any) -> None:
         self._check_objectives_end()

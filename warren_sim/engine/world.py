@@ -9,6 +9,7 @@ sorted ids or insertion-ordered dicts filled in a deterministic order, never ove
 from __future__ import annotations
 
 import heapq
+from functools import lru_cache
 from typing import Any
 
 import attrs
@@ -22,6 +23,10 @@ class WorldError(ValueError):
     """A spec that cannot form a world (unknown place, cell outside its grid...)."""
 
 
+# Cells are immutable and few (one per cell a run touches), and every observation, event and move names
+# them: memoized in C, bounded so a long-lived server does not grow with every run. (parse_cell is not:
+# its input is a client's text.)
+@lru_cache(maxsize=1 << 17)
 def cell_name(cell: Cell) -> str:
     return f"{cell[0]}:{cell[1]},{cell[2]}"
 
@@ -69,7 +74,7 @@ class Agent:
     wake_time: int = -1
     wake_reason: str = ""
     wake_token: int = 0
-    events: list[dict[str, Any]] = attrs.Factory(list)
+    events: list[Any] = attrs.Factory(list)  # dicts, or sim.OutcomeEvent still to be built
     events_dropped: int = 0
     messages: list[dict[str, Any]] = attrs.Factory(list)
     messages_dropped: int = 0

@@ -1,21 +1,17 @@
-"""Evaluation of a policy over many seeds of one or more scenarios (what ``warren eval`` prints).
+"""Evaluation: a policy over many seeds x scenarios x parameter settings, headless, on this process, local
+worker processes or Ray (what ``warren eval`` prints).
 
-The library part of ``warren eval``: :func:`evaluate` runs a scenario headless once per seed and
-aggregates completion, sim time, decisions, score and (optionally) conflicts; :func:`render_table` is
-the text report. The command line lives in :mod:`warren_sim.cli.eval` and imports from here, never the
-other way round.
+:func:`evaluate` is the whole sweep (plan, resume from ``--out``, backend, report); :func:`render_table`
+the text report. Uses only ``engine`` and ``scenarios`` (an import-linter contract): a worker needs neither
+trio nor a server, gets a scenario by name, and the wall clock is handed in. The command line lives in
+:mod:`warren_sim.cli.eval` and imports from here, never the other way round. See docs/evaluation.md.
 """
 
-from .core import (
-    MAX_SEEDS,
-    SeedsError,
-    evaluate,
-    p95,
-    parse_seeds,
-    render_table,
-    run_one,
-    score_of,
-)
+from .backends import default_jobs
+from .plan import MAX_SEEDS, SeedsError, SweepError, make_plan, parse_grid, parse_seeds
+from .report import p95, render_table, without_wall
+from .runs import WALL_FIELDS, Task, run_task, score_of, tokens_of
+from .sweep import evaluate
 
-__all__ = ["MAX_SEEDS", "SeedsError", "evaluate", "p95", "parse_seeds", "render_table", "run_one",
-           "score_of"]
+__all__ = ["MAX_SEEDS", "WALL_FIELDS", "SeedsError", "SweepError", "Task", "default_jobs", "evaluate", "make_plan",
+           "p95", "parse_grid", "parse_seeds", "render_table", "run_task", "score_of", "tokens_of", "without_wall"]

@@ -24,6 +24,7 @@ from .run_routes import register_run_routes
 from .scenario_routes import register_scenario_routes
 from .state import AppState, WarrenApp
 from .stream_routes import register_stream_routes
+from .viewer_routes import register_viewer_routes
 
 __all__ = ["create_app"]
 
@@ -42,4 +43,5 @@ def create_app(config: ServerConfig | None = None) -> WarrenApp:
     register_scenario_routes(app)  # GET /v1, /v1/scenarios, /v1/scenarios/<name>
     register_run_routes(app)  # /v1/runs, /v1/runs/<run>, .../start, .../journal
     register_agent_routes(app)  # /v1/runs/<run>/agents/<agent>/...
+    register_viewer_routes(app)  # GET /, /runs/<run>, /runs/<run>/observations/<id>: the viewer
     return app

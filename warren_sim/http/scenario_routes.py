@@ -1,4 +1,5 @@
-"""Discovery routes: ``GET /v1`` (what this server is and speaks), ``GET /v1/scenarios``, ``GET /v1/scenarios/{name}``.
+"""Discovery routes: ``GET /v1`` (what this server is and speaks), ``GET /v1/scenarios``, ``GET /v1/scenarios/{name}``
+(with the world's ``layout``, see :mod:`.scenario_view`).
 
 They read scenario files and the app's URL map, never a run.
 """
@@ -7,13 +8,14 @@ from __future__ import annotations
 
 import re
 
-from quart import Response
+import trio
+from quart import Response, request
 
 from .. import __version__
 from ..protocol import PROTOCOL_VERSION
-from ..runtime.errors import RunError
 from ..scenarios import ScenarioError, list_scenarios, load_scenario
-from .replies import reply
+from .replies import BadRequest, reply
+from .scenario_view import ScenarioRequestError, describe_scenario
 from .state import WarrenApp
 
 __all__ = ["endpoints", "register_scenario_routes"]
@@ -57,15 +59,8 @@ def register_scenario_routes(app: WarrenApp) -> None:
 
     @app.route("/v1/scenarios/<name>", methods=["GET"])
     async def scenario(name: str) -> Response:
-        if name not in list_scenarios():
-            raise RunError(404, f"unknown scenario {name!r}; valid scenarios: {', '.join(list_scenarios())}")
-        spec = load_scenario(name).spec
-        return reply({
-            "name": name, "title": spec.title, "premise": spec.premise,
-            "roles": [{"name": r.name, "description": r.description, "tools": list(r.tools)} for r in spec.roles],
-            "agents": [{"agent_id": a.id, "role": a.role, "name": a.name} for a in spec.agents],
-            "objectives": [{"id": o.id, "description": o.description, "target": o.target,
-                            "deadline_ms": o.deadline_ms} for o in spec.objectives],
-            "parameters": [{"name": p.name, "type": p.type, "default": p.default, "description": p.description,
-                            "min": p.minimum, "max": p.maximum} for p in spec.params],
-        })
+        try:  # the description, with the layout of the world that ?params=<JSON object> gives; a worker
+            # thread builds it, so a large world (100,000 foragers) never stalls the server's other requests
+            return reply(await trio.to_thread.run_sync(describe_scenario, name, request.args.get("params")))
+        except ScenarioRequestError as exc:
+            raise BadRequest(exc.status, exc.detail) from None

@@ -29,7 +29,7 @@ from cattrs.errors import (
 )
 from cattrs.gen import make_mapping_structure_fn
 
-from warren_sim.protocol.models import FieldValueError, ParamValue
+from warren_sim.protocol.models import ControlledAgents, FieldValueError, ParamValue, RoleSelector
 from warren_sim.protocol.strict_json import MAX_SAFE_INTEGER, format_path, json_type_name
 
 __all__ = ["WireError", "WireTypeError", "converter", "describe_type", "make_converter", "structure_or_error"]
@@ -76,6 +76,8 @@ def describe_type(tp: Any) -> str:
         return "an object" if tp is dict else "any JSON value"
     if tp == ParamValue:
         return "a string, number or boolean"
+    if tp == ControlledAgents:
+        return 'an array of agent ids, "all", or {"role": ROLE}'
     origin = get_origin(tp)
     if origin is Literal:
         return "one of " + ", ".join(repr(arg) for arg in get_args(tp))
@@ -238,6 +240,20 @@ def _is_literal(tp: Any) -> bool:
     return origin is Literal
 
 
+def _make_controlled_hook(conv: cattrs.Converter) -> Callable[[object, Any], ControlledAgents]:
+    def structure_controlled(value: object, _: Any) -> ControlledAgents:
+        if isinstance(value, list):
+            return conv.structure(value, list[str])
+        if value == "all":
+            return "all"
+        if isinstance(value, dict):
+            return conv.structure(value, RoleSelector)
+        raise WireTypeError(f'expected an array of agent ids, "all", or {{"role": ROLE}}, got {_got(value)}',
+                            got=_got(value))
+
+    return structure_controlled
+
+
 def _is_generic_of(origin: type) -> Callable[[Any], bool]:
     return lambda tp: get_origin(tp) is origin and bool(get_args(tp))
 
@@ -251,6 +267,7 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook(float, _structure_float)
     conv.register_structure_hook_func(lambda tp: tp is dict or tp == dict[str, Any], _structure_json_object)
     conv.register_structure_hook_func(lambda tp: tp == ParamValue, _structure_param_value)
+    conv.register_structure_hook_func(lambda tp: tp == ControlledAgents, _make_controlled_hook(conv))
     conv.register_structure_hook_factory(_is_literal, _literal_factory)
     conv.register_structure_hook_factory(lambda tp: _is_generic_of(list)(tp), _make_strict_list_factory(conv))
     conv.register_structure_hook_factory(

@@ -40,6 +40,7 @@ __all__ = [
     "AgentView",
     "ClaimResponse",
     "Conflict",
+    "ControlledAgents",
     "Envelope",
     "FieldValueError",
     "NpcPolicy",
@@ -48,6 +49,7 @@ __all__ = [
     "Problem",
     "Receipt",
     "ReceiptStatus",
+    "RoleSelector",
     "RunCreate",
     "RunStatus",
     "RunView",
@@ -108,7 +110,24 @@ def _check_deadline(_instance: object, attribute: "attrs.Attribute[Any]", value:
         )
 
 
-def _check_unique(_instance: object, attribute: "attrs.Attribute[Any]", value: list[str]) -> None:
+@attrs.frozen
+class RoleSelector:
+    """``controlled_agents: {"role": "forager"}``: every agent of that role is driven remotely."""
+
+    WIRE_NAME: ClassVar[str] = "the role selector"
+
+    role: str
+
+
+#: Who a run's remote clients drive: a list of agent ids, ``"all"``, or ``{"role": ROLE}``. The selectors
+#: keep the body small whatever the world's size: 10,000 ids do not fit the 64 KiB body limit (about
+#: 4,000 do), a selector always does.
+ControlledAgents = list[str] | Literal["all"] | RoleSelector
+
+
+def _check_unique(_instance: object, attribute: "attrs.Attribute[Any]", value: ControlledAgents) -> None:
+    if not isinstance(value, list):
+        return
     seen: set[str] = set()
     for item in value:
         if item in seen:
@@ -120,7 +139,7 @@ def _check_unique(_instance: object, attribute: "attrs.Attribute[Any]", value: l
 class RunCreate:
     """Body of ``POST /v1/runs``: who is driven remotely and how the run is paced.
 
-    ``controlled_agents`` are claimed by remote clients; ``npc_policy`` drives everyone else ("solution":
+    ``controlled_agents`` (ids, ``"all"`` or ``{"role": ROLE}``) are claimed by remote clients; ``npc_policy`` drives everyone else ("solution":
     the scenario's bundled policies; "none": they no-op). ``pace`` null means as fast as answers allow, a
     number p means sim time may not run ahead of p x elapsed clock time. ``decision_deadline_s`` is the
     per-observation deadline. ``params`` are scenario parameters (validated by the scenario, not here).
@@ -128,7 +147,7 @@ class RunCreate:
 
     WIRE_NAME: ClassVar[str] = "the run creation body"
 
-    controlled_agents: list[str] = attrs.field(factory=list, validator=_check_unique)
+    controlled_agents: ControlledAgents = attrs.field(factory=list, validator=_check_unique)
     npc_policy: NpcPolicy = attrs.field(
         default="solution", validator=attrs.validators.in_(("solution", "none"))
     )

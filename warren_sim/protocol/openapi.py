@@ -109,7 +109,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              (409,)),
     Endpoint("GET", "/v1/scenarios", "listScenarios", "List scenarios", 200, "scenario_list", (409,)),
     Endpoint("GET", "/v1/scenarios/{name}", "describeScenario",
-             "Describe a scenario: roles, agents, objectives, parameters", 200, "scenario", (404, 409)),
+             "Describe a scenario: roles, agents, objectives, parameters and its layout", 200, "scenario",
+             (400, 404, 409),
+             query=(Param("params", {"type": "string"}, 'the scenario parameters as a JSON object, typed like the '
+                          'run creation body\'s params (e.g. {"agents": 1000}); the layout follows them'),)),
     Endpoint("POST", "/v1/runs", "createRun", "Create a run", 201, "run", (400, 404, 408, 409, 413, 429),
              query=(Param("scenario", {"type": "string", "minLength": 1}, "scenario name", required=True),
                     Param("seed", {"type": "integer", "default": 0, "minimum": -MAX_SAFE, "maximum": MAX_SAFE},

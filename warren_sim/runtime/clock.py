@@ -23,7 +23,7 @@ import time
 import trio
 import trio.testing
 
-__all__ = ["WallMap", "make_clock", "unix_now", "wall_seconds"]
+__all__ = ["WallMap", "make_clock", "seconds_until_unix", "unix_now", "wall_seconds"]
 
 
 def make_clock(rate: float | None) -> trio.abc.Clock | None:
@@ -45,6 +45,14 @@ def make_clock(rate: float | None) -> trio.abc.Clock | None:
 def unix_now() -> float:
     """Wall-clock unix time, for log timestamps only; never use it to decide anything."""
     return time.time()
+
+
+def seconds_until_unix(deadline_unix: float) -> float:
+    """Seconds of wall time from now until ``deadline_unix`` (negative when it passed): how a blocking
+    client (the LLM policy) bounds its work by an envelope's decision deadline. Under a server's ``--rate``
+    the deadline is in warped seconds (see the module docstring), so this over-estimates; such clients
+    also take a bound of their own."""
+    return deadline_unix - time.time()
 
 
 def wall_seconds() -> float:

@@ -15,14 +15,14 @@ import ctypes
 import ctypes.util
 import gc
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
 
-from ..protocol.models import TERMINAL_RUN_STATUSES, RunCreate
+from ..protocol.models import TERMINAL_RUN_STATUSES, ControlledAgents, RoleSelector, RunCreate
 from ..scenarios import ScenarioError, instantiate, list_scenarios, load_scenario
 from .clock import WallMap
 from .errors import RunError
@@ -189,18 +189,13 @@ class RunManager:
                            f"this server runs at most {self.config.max_agents} agents per run (warren serve "
                            "--max-agents); ask for fewer (see GET /v1/scenarios/" + scenario + " for its "
                            "parameters)")
-        ids = [a.id for a in loaded.spec.agents]
-        unknown = [a for a in body.controlled_agents if a not in ids]
-        if unknown:
-            shown = ", ".join(ids[:50]) + (f" and {len(ids) - 50} more" if len(ids) > 50 else "")
-            raise RunError(400, f"controlled_agents names {', '.join(map(repr, unknown))}, not an agent of "
-                           f"{scenario}; its agents: {shown}")
+        controlled = self._controlled(scenario, loaded.spec.agents, body.controlled_agents)
         run_id = f"run-{self._next}"
         self._next += 1
         npc = "solution" if body.npc_policy == "solution" and loaded.solution is not None else "none"
-        sim, policies = instantiate(loaded, seed, npc, body.controlled_agents, run_id=run_id)
+        sim, policies = instantiate(loaded, seed, npc, controlled, run_id=run_id)
         path = self.config.data_dir / f"{run_id}.jsonl" if self.config.data_dir is not None else None
-        config = RunConfig(run_id, scenario, seed, tuple(body.controlled_agents), body.npc_policy, body.pace,
+        config = RunConfig(run_id, scenario, seed, tuple(controlled), body.npc_policy, body.pace,
                            body.decision_deadline_s, dict(loaded.params), self.config.lease_ttl,
                            self.config.max_polls_per_lease, self.config.max_spectators)
         run = Run(config, sim, policies, Journal(path, fsync=self.config.fsync), self.wallmap,
@@ -209,9 +204,30 @@ class RunManager:
         self.nursery.start_soon(self._drive, run, name=f"warren run {run_id}")
         if self.config.on_event is not None:
             self.config.on_event(f"{run_id} created: {scenario} seed {seed}, controlled "
-                                 f"{', '.join(body.controlled_agents) or 'none'}, npc_policy {body.npc_policy}")
+                                 f"{_shown(controlled) or 'none'}, npc_policy {body.npc_policy}")
             self.nursery.start_soon(self._report_lifecycle, run, self.config.on_event)
         return run
+
+    @staticmethod
+    def _controlled(scenario: str, agents: Sequence[Any], chosen: ControlledAgents) -> list[str]:
+        """The agent ids a body's ``controlled_agents`` names: a list as given, ``"all"``, or every agent of a role."""
+        ids = [a.id for a in agents]
+        if chosen == "all":
+            return ids
+        if isinstance(chosen, RoleSelector):
+            picked = [a.id for a in agents if a.role == chosen.role]
+            if not picked:
+                roles = sorted({a.role for a in agents})
+                raise RunError(400, f"controlled_agents {{'role': {chosen.role!r}}} selects no agent of {scenario}; "
+                               f"its roles: {', '.join(roles)}")
+            return picked
+        assert isinstance(chosen, list)
+        unknown = [a for a in chosen if a not in ids]
+        if unknown:
+            raise RunError(400, f"controlled_agents names {', '.join(map(repr, unknown))}, not an agent of "
+                           f"{scenario}; its agents: {_shown(ids)} (or select them with \"all\" or "
+                           '{"role": ROLE})')
+        return list(chosen)
 
     @staticmethod
     async def _report_lifecycle(run: Run, say: Callable[[str], None]) -> None:
@@ -231,3 +247,7 @@ class RunManager:
         self.draining.set()
         for run in self.runs.values():
             run.cancel(reason)
+
+
+def _shown(ids: list[str], limit: int = 50) -> str:
+    return ", ".join(ids[:limit]) + (f" and {len(ids) - limit} more" if len(ids) > limit else "")

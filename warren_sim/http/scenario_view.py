@@ -1,0 +1,63 @@
+"""``GET /v1/scenarios/{name}``: a scenario's description, with the layout its parameters give.
+
+The layout is the engine's (:func:`warren_sim.engine.layout`), the same dict a run writes into its
+journal's ``run`` record, so a viewer draws a live run and a journal file the same way. Parameters
+come as ``?params=<JSON object>``, typed exactly like the ``params`` of the run creation body (an
+integer parameter takes a JSON number, not a string), because the layout of a parameterised world
+(``warren`` with 10,000 foragers) depends on them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..engine import layout
+from ..engine.sim import Simulation
+from ..protocol.strict_json import StrictJSONError, loads_strict
+from ..scenarios import ScenarioError, list_scenarios, load_scenario
+
+
+class ScenarioRequestError(Exception):
+    """A request for a scenario description that cannot be answered; ``status`` 400 or 404."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
+def parse_params(raw: str | None) -> dict[str, Any]:
+    if raw is None or not raw.strip():
+        return {}
+    try:
+        value = loads_strict(raw)
+    except StrictJSONError as exc:
+        raise ScenarioRequestError(400, f"query parameter params must be a JSON object such as "
+                                        f'{{"agents": 1000}}: {exc}') from None
+    if not isinstance(value, dict):
+        raise ScenarioRequestError(400, f"query parameter params must be a JSON object such as "
+                                        f'{{"agents": 1000}}, got {type(value).__name__}')
+    return value
+
+
+def describe_scenario(name: str, raw_params: str | None = None) -> dict[str, Any]:
+    """The description of scenario ``name`` (params given as JSON text, or None for the defaults)."""
+    if name not in list_scenarios():
+        raise ScenarioRequestError(404, f"unknown scenario {name!r}; valid scenarios: {', '.join(list_scenarios())}")
+    params = parse_params(raw_params)
+    try:
+        loaded = load_scenario(name, params)
+    except ScenarioError as exc:
+        raise ScenarioRequestError(400, str(exc)) from None
+    spec = loaded.spec
+    world = Simulation(spec, 0, record=False).world  # the world before anything happens
+    return {
+        "name": name, "title": spec.title, "premise": spec.premise,
+        "roles": [{"name": r.name, "description": r.description, "tools": list(r.tools)} for r in spec.roles],
+        "agents": [{"agent_id": a.id, "role": a.role, "name": a.name} for a in spec.agents],
+        "objectives": [{"id": o.id, "description": o.description, "target": o.target,
+                        "deadline_ms": o.deadline_ms} for o in spec.objectives],
+        "parameters": [{"name": p.name, "type": p.type, "default": p.default, "description": p.description,
+                        "min": p.minimum, "max": p.maximum} for p in spec.params],
+        "params": dict(sorted(loaded.params.items())),
+        "layout": layout(world, spec),
+    }
