@@ -97,7 +97,6 @@ def test_docs_trio_examples_in_process(pytester: pytest.Pytester) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="needs issue 13 durability")
 def test_docs_restart_example_resumes_the_agent(pytester: pytest.Pytester) -> None:
     """docs/testing.md's "my agent resumes after a server restart" passes: kill + restart on the same data dir
     and port, and the agent carries on with its lease."""
