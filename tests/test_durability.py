@@ -10,13 +10,16 @@ from __future__ import annotations
 import json
 import socket
 import stat
+import threading
 import time
 from pathlib import Path
 
 import httpx
 from durability_helpers import Restartable, read_jsonl
 
-SCN = {"scenario": "bridge_repair", "seed": 3}
+from warren_sim.client import AgentClient, RetryPolicy
+
+SCN: dict[str, str | int] = {"scenario": "bridge_repair", "seed": 3}
 ENG = "/v1/runs/{run}/agents/engineer-1"
 
 
@@ -207,3 +210,49 @@ def test_foreign_origins_are_refused_and_bodies_must_be_json(tmp_path: Path) -> 
             assert h.post("/v1/runs", params=SCN).status_code == 201  # no body, no content type needed
             r = h.put("/v1/runs")
             assert r.status_code == 405 and set(r.headers["Allow"].split(", ")) >= {"GET", "POST"}
+
+
+def test_a_run_killed_while_created_comes_back_created_with_its_claims(tmp_path: Path) -> None:
+    """Killed before every controlled agent claimed: the run comes back `created` with the claims it had, even one
+    whose claim record the kill cut off (its lease is in the sidecar), and starts at the last claim."""
+    with Restartable(tmp_path / "data") as server:
+        with server.http() as h:
+            run = h.post("/v1/runs", params=SCN,
+                         json={"controlled_agents": ["engineer-1", "courier-1"]}).json()["run_id"]
+            lease = h.post(ENG.format(run=run) + "/claim").json()["lease"]
+        journal = server.data_dir / f"{run}.jsonl"
+        lines = journal.read_text().splitlines(keepends=True)
+        assert [json.loads(line)["agent"] for line in lines if '"kind":"claim"' in line] == ["engineer-1"]
+        server.kill()
+        # a kill between the lease sidecar and the claim record: the journal lacks the claim
+        journal.write_text("".join(line for line in lines if '"kind":"claim"' not in line))
+        server.start()
+        with server.http() as h:
+            assert h.get(f"/v1/runs/{run}").json()["status"] == "created"
+            r = h.post(ENG.format(run=run) + "/claim", params={"lease": lease})
+            assert r.status_code == 200 and r.json()["lease"] == lease  # resumed, and counted as claimed
+            assert h.get(f"/v1/runs/{run}").json()["status"] == "created"
+            assert h.post(f"/v1/runs/{run}/agents/courier-1/claim").status_code == 200
+            assert h.get(f"/v1/runs/{run}").json()["status"] == "running"  # every controlled agent claimed
+            h.delete(f"/v1/runs/{run}")
+
+
+def test_a_fresh_claim_waits_for_a_restarting_server(tmp_path: Path) -> None:
+    """`warren agent` claims once: a claim that cannot reach the server (a restart) is retried, since it was
+    never sent; the run then starts."""
+    with Restartable(tmp_path / "data") as server:
+        with server.http() as h:
+            run = h.post("/v1/runs", params=SCN, json={"controlled_agents": ["engineer-1"]}).json()["run_id"]
+        server.kill()
+        later = threading.Timer(0.5, server.start)
+        later.start()
+        try:
+            with AgentClient.open(server.url, retry=RetryPolicy(reconnect_s=30)) as client:
+                agent = client.claim(run, "engineer-1")
+                assert not agent.resumed
+                assert client.get_run(run).status == "running"
+                agent.detach()
+        finally:
+            later.join()
+        with server.http() as h:
+            h.delete(f"/v1/runs/{run}")

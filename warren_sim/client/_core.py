@@ -216,9 +216,11 @@ def model(data: Any, cls: type[T], call: Call | str) -> T:
         raise ProtocolError(f"{where}: the body does not fit {getattr(cls, 'WIRE_NAME', cls)}: {exc}") from None
 
 
-def exchange(call: Call, expect: Iterable[int] = (200,), retry: RetryPolicy = NO_RETRY) -> Op[httpx.Response]:
+def exchange(call: Call, expect: Iterable[int] = (200,), retry: RetryPolicy = NO_RETRY, *,
+             unsent_only: bool = False) -> Op[httpx.Response]:
     """Send ``call`` and check the response; retry transport errors and 429s (after their Retry-After, at
-    most ``retry.max_retry_after`` s) per ``retry``."""
+    most ``retry.max_retry_after`` s) per ``retry``. With ``unsent_only`` only a failed connection is retried
+    (the request never left: safe even for a call that is not idempotent); any other transport error is final."""
     attempt = 0
     waited = 0.0
     while True:
@@ -226,7 +228,8 @@ def exchange(call: Call, expect: Iterable[int] = (200,), retry: RetryPolicy = NO
             response = yield call
         except httpx.TransportError as exc:
             pause = retry.delay(attempt)
-            if attempt >= retry.attempts and waited + pause > retry.reconnect_s:
+            if (unsent_only and not isinstance(exc, httpx.ConnectError)) or (
+                    attempt >= retry.attempts and waited + pause > retry.reconnect_s):
                 tries = f" (after {attempt + 1} tries over {waited:.1f} s)" if attempt else ""
                 raise TransportError(f"{call.describe()} failed{tries}: {type(exc).__name__}: {exc}; is the "
                                      "server running? (the SDK retries connection errors for up to "
@@ -337,8 +340,8 @@ def claim(run_id: str, agent_id: str, lease: str | None, retry: RetryPolicy) -> 
     call = Call("POST", agent_path(run_id, agent_id, "/claim"), params=params)
     try:
         # Resuming a known lease is idempotent; a fresh claim whose answer is lost would leave the agent held
-        # by a token we never saw, so it is not retried.
-        response = yield from exchange(call, retry=retry if lease else NO_RETRY)
+        # by a token we never saw, so it is retried only while the server cannot be reached (a restart).
+        response = yield from exchange(call, retry=retry, unsent_only=not lease)
     except RunEnded as exc:
         raise (yield from _ended(exc, run_id, retry)) from None
     got = model(json_body(response, call), ClaimResponse, call)

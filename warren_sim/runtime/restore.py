@@ -184,6 +184,7 @@ def _replay_into(run: Run, records: list[dict[str, Any]], path: Path, resume: bo
         ra = run.remote.get(aid)
         if ra is not None:
             ra.lease = Lease(aid, dig, trio.current_time() + lease_ttl)
+            run._claimed_once.add(aid)  # a lease in the sidecar was claimed, even if its claim record was lost
     if terminal:
         if not sim.ended and end_rec is not None and end_rec.get("status") == "cancelled":
             sim.cancel(str(end_rec.get("reason", "cancelled")))
@@ -214,4 +215,6 @@ def _replay_into(run: Run, records: list[dict[str, Any]], path: Path, resume: bo
     journal.flush()
     if status == "running":
         run.started.set()
+    elif resume and run.remote and len(run._claimed_once) == len(run.remote):
+        run.start()  # killed between the last claim and its start: every controlled agent was claimed
     return run

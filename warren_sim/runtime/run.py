@@ -322,16 +322,20 @@ class Run:
         if self.is_ended:
             raise RunError(410, f"{self.run_id} has ended with status {self.status}; it cannot be claimed")
         token, resumed = take_lease(ra, token, self.config.lease_ttl, self.run_id)
-        if resumed:
+        if resumed and agent_id in self._claimed_once:
             return token, True
-        self.save_leases()
+        if not resumed:
+            self.save_leases()
+        # written at once: a run killed while still `created` comes back with the claims it had (restore);
+        # a resumed lease the journal never saw claimed (killed between the sidecar and this) counts now
         self.journal.append({"kind": "claim", "t": self.sim.time, "agent": agent_id})
+        self.journal.flush()
         self._claimed_once.add(agent_id)
         if self.status == "created" and len(self._claimed_once) == len(self.remote):
             self.start()  # every controlled agent has been claimed: nobody misses its start observation
         self._rescan = True
         self._poke_batch()
-        return token, False
+        return token, resumed
 
     def release(self, agent_id: str, token: str | None) -> None:
         ra = self.authenticate(agent_id, token)
