@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from durability_helpers import Restartable, read_jsonl
 
 from warren_sim.client import AgentClient, RetryPolicy
@@ -164,6 +165,7 @@ def _probe(server: Restartable, run: str) -> int:
         return r.status_code
 
 
+@pytest.mark.slow  # 15-35 s of wall time: outside the edit-test loop, in every full run
 def test_silent_spectators_lose_their_slot(tmp_path: Path) -> None:
     """--max-spectators 3: three readers that never read block a fourth only until the send timeout cuts them."""
     with Restartable(tmp_path / "data", "--max-spectators", "3", "--send-timeout", "1") as server:

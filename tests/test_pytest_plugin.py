@@ -192,6 +192,7 @@ def test_3_nothing_left_behind():
 '''
 
 
+@pytest.mark.slow  # 15-35 s of wall time: outside the edit-test loop, in every full run
 def test_fixtures_leave_no_thread_socket_or_directory(pytester: pytest.Pytester,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """After a warren_server test (with a crash, a restart and a long-poll left waiting), a warren_app test (a run
