@@ -17,3 +17,10 @@ class RunError(Exception):
         self.status = status
         self.detail = detail
         self.retry_after = retry_after
+
+
+def too_many_spectators(run_id: str, cap: int) -> RunError:
+    """The 429 for a run (live or stored) whose spectator streams are at the server's cap: one wording for both."""
+    return RunError(429, f"{run_id} already has {cap} spectators (the server's cap per run); close a stream you "
+                    f"no longer watch, or read the run's journal with GET /v1/runs/{run_id}/journal, and retry later",
+                    retry_after=5)

@@ -27,7 +27,7 @@ from ..engine.headless import answer_or_noop
 from ..protocol.models import TERMINAL_RUN_STATUSES, Receipt
 from ..protocol.verdicts import Judgement, judge, record_acceptance
 from .clock import WallMap, unix_now
-from .errors import RunError
+from .errors import RunError, too_many_spectators
 from .journal import Journal
 from .leases import RemoteAgent, check_lease, poll_slot, take_lease
 from .views import current_envelope, envelope_dict, receipt_with_outcome, run_view
@@ -393,9 +393,7 @@ class Run:
         """
         cap = self.config.max_spectators
         if self.spectators >= cap:
-            raise RunError(429, f"{self.run_id} already has {cap} spectators (the server's cap per run); "
-                           "close a stream you no longer watch, or read the run's journal with GET "
-                           f"/v1/runs/{self.run_id}/journal, and retry later", retry_after=5)
+            raise too_many_spectators(self.run_id, cap)
         self.spectators += 1
         try:
             yield

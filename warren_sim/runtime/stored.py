@@ -18,7 +18,7 @@ from typing import Any
 
 import trio
 
-from .errors import RunError
+from .errors import too_many_spectators
 from .journal import DiskJournal
 from .restore import view_path
 
@@ -71,9 +71,7 @@ class StoredRun:
     @contextlib.contextmanager
     def spectator_slot(self) -> Iterator[None]:
         if self.spectators >= self.max_spectators:
-            raise RunError(429, f"{self.run_id} already has {self.max_spectators} spectators (the server's cap per "
-                           "run); close a stream you no longer watch, or read the run's journal with GET "
-                           f"/v1/runs/{self.run_id}/journal, and retry later", retry_after=5)
+            raise too_many_spectators(self.run_id, self.max_spectators)
         self.spectators += 1
         try:
             yield
