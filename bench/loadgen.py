@@ -324,6 +324,12 @@ class RpcClient:
         return box[0]["result"]
 
 
+# What the forager reads (scenarios/warren/solution.py): a WebSocket client subscribes to those observation
+# fields only (agent.claim's ``parts``), as a client of the binding that knows its policy would; the server then
+# builds no text, no affordances and no unread field for it (runtime/views.py WireEnvelope).
+WS_PARTS = ("busy", "you", "place", "objectives")
+
+
 class WsAgents:
     """Leases and policies of one run's agents; an agent's policy may arrive after its first envelope."""
 
@@ -333,7 +339,7 @@ class WsAgents:
         self.events: dict[str, trio.Event] = {}
 
     async def setup(self, rpc: RpcClient, aid: str) -> None:
-        claim = await rpc.call("agent.claim", {"run_id": self.run_id, "agent_id": aid})
+        claim = await rpc.call("agent.claim", {"run_id": self.run_id, "agent_id": aid, "parts": list(WS_PARTS)})
         brief = await rpc.call("agent.briefing", {"run_id": self.run_id, "agent_id": aid, "lease": claim["lease"]})
         self.ready[aid] = (claim["lease"], self.sol.make_policy(aid, brief["role"], brief))
         self.events.setdefault(aid, trio.Event()).set()

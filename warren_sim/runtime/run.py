@@ -30,7 +30,7 @@ from .clock import WallMap, unix_now
 from .errors import RunError, too_many_spectators
 from .journal import Journal
 from .leases import RemoteAgent, check_lease, poll_slot, take_lease
-from .views import current_envelope, envelope_dict, receipt_with_outcome, run_view
+from .views import WireEnvelope, current_envelope, receipt_with_outcome, run_view
 
 __all__ = ["Run", "RunConfig"]
 
@@ -200,16 +200,20 @@ class Run:
                         self._publish(ra, obs, deadline)
                         waiting.append(obs.agent_id)
             self.journal.flush()
+            waited = False
             if waiting:
                 with trio.move_on_at(deadline):
-                    await self._wait_answers(waiting)
+                    waited = await self._wait_answers(waiting)
                 self._close_unanswered(waiting)
+            if not waited:  # nobody to wait for (NPCs, unclaimed agents): let the other tasks run
+                await trio.lowlevel.checkpoint()
             sim.adjudicate()
             self.journal.extend(sim.drain_records())
             self.journal.flush()
+            # Their outcomes changed. No checkpoint before the next batch is published: a connection's
+            # sender then wakes once for both, and the outcomes ride in the next observations frame.
             for aid in waiting:
                 self.remote[aid].poke()
-            await trio.lowlevel.checkpoint()
 
     def _reissue(self, batch: Batch, deadline: float) -> list[str]:
         """After a restart: the batch's unanswered remote agents get their envelopes again (same ids), with a
@@ -220,7 +224,7 @@ class Run:
             ra = self.remote.get(obs.agent_id)
             if ra is None:
                 continue
-            ra.envelope = envelope_dict(self.run_id, obs, self.wallmap.to_unix(deadline))
+            ra.envelope = WireEnvelope(self.run_id, obs, self.wallmap.to_unix(deadline))
             ra.envelope_seq = obs.seq
             ra.answered = obs.agent_id not in unanswered
             ra.poke()
@@ -236,13 +240,14 @@ class Run:
 
     def _publish(self, ra: RemoteAgent, obs: Observation, deadline: float) -> None:
         ra.ledger.issue(obs.observation_id, obs.seq)
-        ra.envelope = envelope_dict(self.run_id, obs, self.wallmap.to_unix(deadline))
+        # built part by part when someone receives it (views.WireEnvelope): publishing costs no prose
+        ra.envelope = WireEnvelope(self.run_id, obs, self.wallmap.to_unix(deadline))
         ra.envelope_seq = obs.seq
         ra.answered = False
         ra.poke()
 
-    async def _wait_answers(self, waiting: list[str]) -> None:
-        """Wait until no claimed agent of the batch owes an answer.
+    async def _wait_answers(self, waiting: list[str]) -> bool:
+        """Wait until no claimed agent of the batch owes an answer; True if that meant waiting at all.
 
         Answers only shrink the blocking set, so they are applied incrementally (``_answered_now``);
         the whole batch is rescanned only when leases changed (a claim, a release, a lease reaching
@@ -252,6 +257,7 @@ class Run:
         self._rescan = True
         blocking: set[str] = set()
         lease_end = math.inf
+        waited = False
         while True:
             if self._rescan:
                 self._rescan = False
@@ -263,8 +269,9 @@ class Run:
                 blocking.difference_update(self._answered_now)
                 self._answered_now.clear()
             if not blocking:
-                return
+                return waited
             wake = self.batch_changed
+            waited = True
             with trio.move_on_at(lease_end) as scope:
                 await wake.wait()
             if scope.cancelled_caught:
@@ -278,7 +285,7 @@ class Run:
             ra = self.remote[aid]
             if ra.answered:
                 continue
-            oid = ra.envelope["observation_id"] if ra.envelope else ""
+            oid = ra.envelope.observation_id if ra.envelope is not None else ""
             if self.remote[aid].claimed:
                 ra.ledger.expire(oid, "deadline")
                 source = "expired"
