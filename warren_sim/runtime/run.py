@@ -185,6 +185,7 @@ class Run:
                 upcoming = sim.next_time()
                 if pace is not None and upcoming is not None:
                     # sim time may not run ahead of pace x elapsed clock time: wait before advancing
+                    self.journal.flush()  # the last adjudication's records, before waiting for the clock
                     await trio.sleep_until(clock0 + upcoming / 1000 / pace)
                 batch = sim.advance()
                 self.journal.extend(sim.drain_records())
@@ -208,8 +209,9 @@ class Run:
             if not waited:  # nobody to wait for (NPCs, unclaimed agents): let the other tasks run
                 await trio.lowlevel.checkpoint()
             sim.adjudicate()
+            # Not flushed here: nothing waits between this and the next batch's publication, whose flush
+            # writes both batches' records in one write (and the run's end flushes the last ones).
             self.journal.extend(sim.drain_records())
-            self.journal.flush()
             # Their outcomes changed. No checkpoint before the next batch is published: a connection's
             # sender then wakes once for both, and the outcomes ride in the next observations frame.
             for aid in waiting:
@@ -407,11 +409,13 @@ class Run:
         finally:
             self.spectators -= 1
 
-    def submit(self, ra: RemoteAgent, body: object, lease: str | None = None) -> Judgement:
+    def submit(self, ra: RemoteAgent, body: object, lease: str | None = None, *, write: bool = True) -> Judgement:
         """Judge a command, record the verdict, and hand an accepted one to the engine.
 
         ``lease`` is the request's token: a client that pasted it into its command does not get it echoed in
-        the verdict's detail (nor written to the journal).
+        the verdict's detail (nor written to the journal). ``write=False`` leaves the accepted verdict's write
+        to the caller, which must call ``journal.write_through()`` before any receipt leaves (WS
+        ``agent.submit_many``: one write for all the commands of one request).
         """
         aid = ra.agent_id
 
@@ -442,7 +446,7 @@ class Run:
             record["command"] = j.payload  # what a restarted server re-applies (runtime.restore)
         record["wall"] = {"unix": round(unix_now(), 3)}
         self.journal.append(record)
-        if j.accept:
+        if j.accept and write:
             self.journal.write_through()  # accepted means written: on the OS's side before the receipt leaves
         return j
 
