@@ -335,9 +335,10 @@ async def test_ws_batches_envelopes_of_one_batch_and_submit_many(autojump_clock,
 
 async def test_ws_outcomes_of_one_batch_ride_in_the_next_observations_frame(autojump_clock, tmp_path):
     """Two commands of one connection settled by one adjudication: both outcomes come inside the next batch's
-    observation frame (one frame for the envelope and every outcome that changed), not in frames of their own."""
+    observation frame (one frame for the envelope and every outcome that changed), not in frames of their own.
+    Unpaced: a paced run that waits for its clock before the next batch tells the outcomes before waiting."""
     async with served(tmp_path) as api, ws_agent(api) as ws:
-        run = await api.create(controlled_agents=["engineer-1", "courier-1"])
+        run = await api.create(controlled_agents=["engineer-1", "courier-1"], pace=None)
         _, a = await ws.claim(run, "engineer-1")
         _, b = await ws.claim(run, "courier-1")
         await ws.poll(run, a["lease"], agent="engineer-1")

@@ -17,7 +17,7 @@ import contextlib
 import hashlib
 import hmac
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -74,6 +74,8 @@ class RemoteAgent:
     changed: trio.Event = attrs.Factory(trio.Event)
     receipts: dict[str, Receipt] = attrs.Factory(dict)  # latest receipt per command id (all verdicts)
     observation_of_command: dict[str, str] = attrs.Factory(dict)
+    # called on every poke, in the poking task: a WebSocket connection notes the wake without a task of its own
+    listeners: list[Callable[[], None]] = attrs.Factory(list)
 
     @property
     def claimed(self) -> bool:
@@ -83,6 +85,8 @@ class RemoteAgent:
     def poke(self) -> None:
         self.changed.set()
         self.changed = trio.Event()
+        for listener in self.listeners:
+            listener()
 
 
 def _paths(run_id: str, agent_id: str) -> str:
