@@ -383,6 +383,35 @@ async def test_ws_subscribe_narrows_envelopes(autojump_clock, tmp_path):
         assert status == 400 and p["rpc"]["code"] == -32602
 
 
+async def test_ws_claim_parts_make_the_envelope_cheaper_not_just_smaller(autojump_clock, tmp_path):
+    """agent.claim with parts [you, busy]: the pushed envelope has only those observation fields, and the server
+    built no text, no affordances and no other field for it (the engine's observation stayed unbuilt); an HTTP
+    long-poll of the same envelope then gets it whole, built on demand, equal to what an eager build gives."""
+    async with served(tmp_path) as api, ws_agent(api) as ws:
+        run = await api.create(controlled_agents=["engineer-1"])
+        status, c = await ws.call("agent.claim", {"run_id": run, "agent_id": "engineer-1", "parts": ["you", "busy"]})
+        assert status == 200
+        for _ in range(100):
+            pushed = [f for f in ws.frames if f.get("method") == "observation"]
+            if pushed:
+                break
+            await trio.sleep(0.1)
+        env = pushed[0]["params"]["envelope"]
+        assert set(env) == {"run_id", "agent_id", "observation_id", "seq", "sim_time_ms", "reason", "deadline_unix",
+                            "briefing_revision", "observation"}
+        assert list(env["observation"]) == ["busy", "you"]  # the wire order of the observation's fields
+        obs = api.manager.get(run).remote["engineer-1"].envelope.obs  # the engine's lazy observation
+        assert obs._text is None and obs._affordances is None and obs._observation is None
+        assert set(obs.view._built) == {"busy", "you"}
+        status, whole = await api.poll(run, c["lease"])
+        assert status == 200 and whole["observation_id"] == env["observation_id"]
+        assert whole["text"] == obs.text and whole["affordances"] == obs.affordances
+        assert whole["observation"] == obs.observation and whole["observation"]["you"] == env["observation"]["you"]
+        status, bad = await ws.call("agent.claim", {"run_id": run, "agent_id": "engineer-1", "lease": c["lease"],
+                                                    "parts": ["everything"]})
+        assert status == 400 and bad["rpc"]["code"] == -32602 and "agent.claim: params.parts" in bad["rpc"]["data"]["detail"]
+
+
 async def test_ws_silent_peer_is_dropped_but_its_lease_lives(autojump_clock, tmp_path):
     """A peer that never answers pings is closed after three heartbeat intervals; its lease still works over HTTP."""
     async with served(tmp_path, heartbeat_s=5) as api:
