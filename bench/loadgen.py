@@ -301,18 +301,19 @@ class RpcClient:
                 raw = await self.ws.get_message()
             except ConnectionClosed:
                 return
-            msg = json.loads(raw)
+            frame = json.loads(raw)
             t = unix_now()
-            if "method" in msg:
-                if msg["method"] == "ping" and "id" in msg:  # the server's heartbeat
-                    await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": msg["id"],
-                                                           "result": msg.get("params", {})}))
-                else:
-                    self.notes_send.send_nowait(msg)
-                continue
-            handler = self.replies.pop(msg.get("id"), None)
-            if handler is not None:
-                handler(msg, t)
+            for msg in frame if isinstance(frame, list) else [frame]:  # batched frames: an array of messages
+                if "method" in msg:
+                    if msg["method"] == "ping" and "id" in msg:  # the server's heartbeat
+                        await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": msg["id"],
+                                                               "result": msg.get("params", {})}))
+                    else:
+                        self.notes_send.send_nowait(msg)
+                    continue
+                handler = self.replies.pop(msg.get("id"), None)
+                if handler is not None:
+                    handler(msg, t)
 
     async def send(self, method: str, params: dict[str, Any],
                    on_reply: Callable[[dict[str, Any], float], None]) -> None:
@@ -409,7 +410,8 @@ async def _open_rpc(nursery: trio.Nursery, url: str, tally: Tally) -> RpcClient:
                                      max_message_size=16 * 2**20, receive_buffer_size=2**16)
     rpc = RpcClient(ws, tally)
     nursery.start_soon(rpc.reader)
-    await rpc.call("initialize", {"protocol": "warren-agent/0"})
+    # batched frames: a submit_many's reply and the envelopes it set off leave in one frame (one write)
+    await rpc.call("initialize", {"protocol": "warren-agent/0", "frames": "batched"})
     return rpc
 
 

@@ -363,6 +363,44 @@ async def test_ws_outcomes_of_one_batch_ride_in_the_next_observations_frame(auto
         assert not [f for f in ws.frames if f.get("method") in ("outcome", "outcomes")]  # no frames of their own
 
 
+async def test_ws_batched_frames_send_a_reply_and_the_envelopes_it_set_off_in_one_frame(autojump_clock, tmp_path):
+    """initialize with frames "batched": a submit_many that completes a batch is answered in one array frame
+    holding its reply and the next batch's observation (with the outcomes riding in it); "single" (the
+    default) never sends an array; an unknown frames value is a -32602 that changes nothing."""
+    async with served(tmp_path) as api, ws_agent(api) as ws:
+        status, bad = await ws.call("initialize", {"protocol": "warren-agent/0", "frames": "many"})
+        assert status == 400 and bad["rpc"]["code"] == -32602 and "batched" in bad["detail"]
+        assert not [f for f in ws.raw_frames if isinstance(f, list)]
+        status, init = await ws.call("initialize", {"protocol": "warren-agent/0", "frames": "batched"})
+        assert status == 200 and init["frames"] == "batched" and init["capabilities"]["frames"] == ["single", "batched"]
+        trio_ = ("engineer-1", "courier-1", "medic-1")  # every agent: no NPC-only batch between the two batches
+        run = await api.create(controlled_agents=list(trio_), pace=None)
+        leases = {}
+        for agent in trio_:
+            _, c = await ws.claim(run, agent)
+            leases[agent] = c["lease"]
+        for agent in trio_:
+            await ws.poll(run, leases[agent], agent=agent)
+        status, res = await ws.call("agent.submit_many", {"commands": [
+            {"run_id": run, "agent_id": agent, "lease": leases[agent], "command": cmd(f"o-{agent}", f"{agent}#0",
+                                                                                     noop=True)}
+            for agent in trio_]})
+        assert status == 200 and [r["receipt"]["status"] for r in res["results"]] == ["accepted"] * 3
+        for _ in range(100):
+            arrays = [f for f in ws.raw_frames if isinstance(f, list) and any("result" in m and "results" in
+                                                                                 m["result"] for m in f)]
+            if arrays and len(arrays[0]) > 1:
+                break
+            await trio.sleep(0.1)
+        (frame,) = arrays
+        reply, note = frame
+        assert reply["result"] == res  # the reply first, then what it set off
+        assert note["method"] in ("observation", "observations")
+        woke = [note["params"]] if note["method"] == "observation" else note["params"]["envelopes"]
+        assert woke and all(e["envelope"]["observation_id"].endswith("#1") for e in woke)
+        assert {n["receipt"]["command_id"] for n in note["params"]["outcomes"]} == {f"o-{a}" for a in trio_}
+
+
 async def test_ws_subscribe_narrows_envelopes(autojump_clock, tmp_path):
     """agent.subscribe with parts [you, affordances] sends envelopes with only those parts (plus identity)."""
     async with served(tmp_path) as api, ws_agent(api) as ws:
