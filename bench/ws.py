@@ -56,6 +56,7 @@ MODES = {"http": ("http-agents",), "ws-one": ("ws-agents", "--connections", "one
          "ws-64runs": ("ws-runs", "--seeds", str(TRIPS)),
          "ws-1": ("ws-agents", "--connections", "one", "--seeds", str(TRIPS)),
          "ws-1-warren": ("ws-agents", "--connections", "one")}
+FULL_ONLY = ("ws-64runs", "ws-1-warren")
 AGENTS_OF = {"ws-1": 1, "ws-1-warren": 1, "openenv-64": AGENTS, "openenv-1": 1}
 PEER_MODES = ("openenv-64", "openenv-1")
 
@@ -78,7 +79,10 @@ def run(opts: Options) -> dict[str, Any]:
     duration = opts.secs(10.0, 2.0)
     reps = opts.reps(3)
     why_no_peer = openenv_peer.missing()
-    modes = list(MODES) + ([] if why_no_peer else list(PEER_MODES))
+    # --quick (the test suite's smoke run) leaves out the rows that only add setup: 64 runs created and claimed
+    # before their window, and the 4-decision warren row kept for comparison
+    ours = [m for m in MODES if not (opts.quick and m in FULL_ONLY)]
+    modes = ours + ([] if why_no_peer else list(PEER_MODES))
     raw: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
     speedups: dict[str, list[float]] = {"ws-one": [], "ws-many": []}
     vs_peer: dict[str, list[float]] = {"dps64": [], "dps1": [], "cpu64": [], "dps64runs": [], "cpu64runs": []}
@@ -87,7 +91,7 @@ def run(opts: Options) -> dict[str, Any]:
         peer = None if peer_root is None else openenv_peer.serve(peer_root)
         try:
             for _ in range(reps):
-                got = {m: measure(m, warren.url, warren.pid, duration) for m in MODES}
+                got = {m: measure(m, warren.url, warren.pid, duration) for m in ours}
                 if peer is not None and peer_root is not None:
                     for m in PEER_MODES:
                         got[m] = openenv_peer.drive(peer.url, peer_root, AGENTS_OF[m], duration, peer.pid,
@@ -97,10 +101,11 @@ def run(opts: Options) -> dict[str, Any]:
                     vs_peer["dps1"].append(_ratio(got["ws-1"]["decisions_per_s"], got["openenv-1"]["decisions_per_s"]))
                     vs_peer["cpu64"].append(_ratio(got["ws-one"]["server_cpu_us_per_decision"],
                                                    got["openenv-64"]["server_cpu_us_per_decision"]))
-                    vs_peer["dps64runs"].append(_ratio(got["ws-64runs"]["decisions_per_s"],
-                                                       got["openenv-64"]["decisions_per_s"]))
-                    vs_peer["cpu64runs"].append(_ratio(got["ws-64runs"]["server_cpu_us_per_decision"],
-                                                       got["openenv-64"]["server_cpu_us_per_decision"]))
+                    if "ws-64runs" in got:
+                        vs_peer["dps64runs"].append(_ratio(got["ws-64runs"]["decisions_per_s"],
+                                                           got["openenv-64"]["decisions_per_s"]))
+                        vs_peer["cpu64runs"].append(_ratio(got["ws-64runs"]["server_cpu_us_per_decision"],
+                                                           got["openenv-64"]["server_cpu_us_per_decision"]))
                 for m, r in got.items():
                     raw[m].append(r)
                 for m in speedups:
@@ -136,13 +141,15 @@ def run(opts: Options) -> dict[str, Any]:
             target("WS 1 agent vs OpenEnv 1 session (decisions/s)", summary(vs_peer["dps1"])["median"], ">=", 0.5,
                    "x"),
             target("server CPU per decision, WS 64 agents / OpenEnv 64 sessions per step",
-                   summary(vs_peer["cpu64"])["median"], "<=", 1.0, "x"),
+                   summary(vs_peer["cpu64"])["median"], "<=", 1.0, "x")]
+        if vs_peer["dps64runs"]:
             # the same two, with the 64 agents in 64 one-agent runs on the one connection (ws-64runs): the
             # analogue of OpenEnv's 64 independent sessions; ws-one's 64-agent run has 1.7 agents a batch
-            target("WS 64 one-agent runs on one connection vs OpenEnv 64 sessions (decisions/s)",
-                   summary(vs_peer["dps64runs"])["median"], ">=", 1.0, "x"),
-            target("server CPU per decision, WS 64 one-agent runs / OpenEnv 64 sessions per step",
-                   summary(vs_peer["cpu64runs"])["median"], "<=", 1.0, "x")]
+            targets += [
+                target("WS 64 one-agent runs on one connection vs OpenEnv 64 sessions (decisions/s)",
+                       summary(vs_peer["dps64runs"])["median"], ">=", 1.0, "x"),
+                target("server CPU per decision, WS 64 one-agent runs / OpenEnv 64 sessions per step",
+                       summary(vs_peer["cpu64runs"])["median"], "<=", 1.0, "x")]
     targets_table(targets)
     out: dict[str, Any] = {"results": results, "targets": targets, "peer_skipped": why_no_peer,
                            "vs_openenv": {k: summary(v) for k, v in vs_peer.items()}}
