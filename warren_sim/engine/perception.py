@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 MAX_SUGGESTIONS = 5
 TELL_CHOICES_LIMIT = 64
+_NONE: tuple[()] = ()  # "no messages/events since the last wake", shared (a field built from it is a new [])
 
 
 class StaleObservation(RuntimeError):
@@ -40,13 +41,14 @@ class ObservationView(Mapping[str, Any]):
         self._built: dict[str, Any] = {}
 
     def __getitem__(self, key: str) -> Any:
-        try:
-            return self._built[key]
-        except KeyError:
-            pass
+        built = self._built
+        if key in built:  # not try/except: most reads are first reads, and a raised KeyError costs more
+            return built[key]
         build = self._builders[key]  # KeyError for a field that does not exist, as for a dict
-        self._obs._check_fresh()
-        value = self._built[key] = build(self._obs)
+        obs = self._obs
+        if obs._sim.batch_no != obs._batch:
+            obs._check_fresh()
+        value = built[key] = build(obs)
         return value
 
     def __iter__(self) -> Iterator[str]:
@@ -65,31 +67,55 @@ class ObservationView(Mapping[str, Any]):
 
 
 class Observation:
-    """One wake of one agent: what the engine hands to a policy or a remote client.
+    """One wake of one agent: what the engine hands to a policy or a remote client, and, once given, its answer.
 
     Built lazily: the observation object, the affordances and the text are made on first access,
     and the choices a command is validated against only when asked. The world does not change
     between a batch's ``advance()`` and its ``adjudicate()``, so a lazy view is the same view;
     reading it for the first time after adjudication raises ``StaleObservation`` instead of
     showing a later world.
+
+    The same object is the engine's record of the outstanding wake (``Simulation.pending``): ``answer`` and
+    ``source`` are set by ``Simulation.answer``, and ``parsed`` carries what validation resolved (a move's
+    destination cell) to adjudication, as ``(command, value)``, so that it is not derived twice.
     """
 
     __slots__ = ("_affordances", "_agent", "_batch", "_captured", "_observation", "_sim", "_text", "_tools",
-                 "_unavailable", "_view", "agent_id", "name", "observation_id", "reason", "seq", "time")
+                 "_unavailable", "_view", "agent_id", "answer", "observation_id", "parsed", "reason", "seq",
+                 "source", "time")
 
     def __init__(self, sim: Simulation, agent: Agent, reason: str) -> None:
         self._sim, self._agent, self._batch = sim, agent, sim.batch_no
-        self.agent_id, self.name, self.seq, self.time, self.reason = agent.id, agent.name, agent.seq, sim.time, reason
-        self.observation_id = f"{agent.id}#{agent.seq}"
-        self._captured = (agent.messages, agent.messages_dropped, agent.events, agent.events_dropped)
-        agent.messages, agent.events = [], []
+        aid = self.agent_id = agent.id
+        seq = self.seq = agent.seq
+        self.time, self.reason = sim.time, reason
+        self.observation_id = f"{aid}#{seq}"
+        # What arrived since the last wake is handed over; an empty list stays the agent's (nothing to hand).
+        messages: list[dict[str, Any]] | tuple[()] = agent.messages
+        events: list[Any] | tuple[()] = agent.events
+        if messages:
+            agent.messages = []
+        else:
+            messages = _NONE
+        if events:
+            agent.events = []
+        else:
+            events = _NONE
+        self._captured = (messages, agent.messages_dropped, events, agent.events_dropped)
         agent.messages_dropped = agent.events_dropped = 0
         self._observation: dict[str, Any] | None = None
         self._view: ObservationView | None = None
         self._affordances: list[dict[str, Any]] | None = None
-        self._tools: dict[str, tuple[dict[str, list[str] | None] | None, str]] = {}
         self._unavailable: dict[str, str] | None = None
         self._text: str | None = None
+        self._tools: dict[str, tuple[dict[str, list[str] | None] | None, str]] | None = None
+        self.answer: dict[str, Any] | None = None
+        self.source = ""
+        self.parsed: tuple[dict[str, Any], Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return self._agent.name
 
     def _check_fresh(self) -> None:
         if self._sim.batch_no != self._batch:
@@ -98,10 +124,13 @@ class Observation:
 
     def tool_choices(self, tool: str) -> tuple[dict[str, list[str] | None] | None, str]:
         """A tool's parameter choices (None: free text) as of this observation, or None and why not."""
-        found = self._tools.get(tool)
+        tools = self._tools
+        if tools is None:
+            tools = self._tools = {}
+        found = tools.get(tool)
         if found is None:
             self._check_fresh()
-            found = self._tools[tool] = _tool_choices(self._sim, self._agent, tool)
+            found = tools[tool] = _tool_choices(self._sim, self._agent, tool)
         return found
 
     def unavailable(self) -> dict[str, str]:
@@ -290,7 +319,7 @@ def _f_time(o: Observation) -> int:
 
 
 def _f_messages(o: Observation) -> list[dict[str, Any]]:
-    return o._captured[0]
+    return o._captured[0] or []
 
 
 def _f_messages_dropped(o: Observation) -> int:
@@ -299,7 +328,17 @@ def _f_messages_dropped(o: Observation) -> int:
 
 def _f_events(o: Observation) -> list[dict[str, Any]]:
     """Events as dicts: an outcome kept as its facts (``sim.OutcomeEvent``) is built now, when first read."""
-    return [e if type(e) is dict else e.build() for e in o._captured[2]]
+    return [e if type(e) is dict else outcome_event(e) for e in o._captured[2]]
+
+
+def outcome_event(facts: tuple[int, str, str, str, str]) -> dict[str, Any]:
+    """An outcome event's dict and prose, from the facts ``Simulation`` keeps: ``(time, observation id, tool,
+    outcome, reason)``. Most outcomes of a headless run are never read as prose (a policy looks at its
+    inventory, not at "your move_to (a#3) was completed"), so they are built here, when first read."""
+    time, observation_id, tool, outcome, reason = facts
+    text = f"your {tool} ({observation_id}) was {outcome}" + (f": {reason}" if reason else "")
+    return {"time": time, "kind": "outcome", "observation_id": observation_id, "action": tool,
+            "outcome": outcome, "reason": reason, "text": text}
 
 
 def _f_events_dropped(o: Observation) -> int:
@@ -307,7 +346,7 @@ def _f_events_dropped(o: Observation) -> int:
 
 
 def _f_objectives(o: Observation) -> list[dict[str, Any]]:
-    return o._sim.objective_views()
+    return o._sim.shared_objective_views()
 
 
 OBSERVATION_FIELDS: dict[str, Callable[[Observation], Any]] = {
