@@ -39,7 +39,8 @@ class Forager:
             # reading the observation, so the engine never builds 100,000 of them at once (it builds
             # an observation only when a policy reads it).
             return {"sleep_ms": self.shift - obs.time}
-        o = fields(obs)
+        view = getattr(obs, "view", None)  # fields(obs), inline
+        o = view if view is not None else obs.observation
         if o["busy"]:
             return {"noop": True}  # walking: let it finish
         you = o["you"]

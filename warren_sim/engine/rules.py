@@ -29,6 +29,9 @@ def validate(sim: Simulation, agent: Agent, obs: Observation, command: dict[str,
     # Fast paths for the well-formed shapes; anything else takes the full path below, which says what is wrong.
     n = len(command)
     if "action" in command and (n == 1 or (n == 2 and "args" in command)):
+        name = command["action"]
+        if type(name) is str and name in agent.tools and _fast_valid(sim, agent, obs, name, command):
+            return None
         return _validate_action(sim, agent, obs, command)
     if n == 1:
         ms = command.get("sleep_ms")
@@ -274,7 +277,11 @@ def plan(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any],
         w = sim.world
         if dest is None:
             dest = w.resolve_cell(args["dest"])
-        err, steps = _move_check(w, agent.cell, dest)
+        cell = agent.cell
+        if dest[0] == cell[0] and dest != cell and (  # one open grid, another place: _move_check, inline
+                (place := w.cell_place.get(dest)) is None or place != w.cell_place.get(cell)):
+            return None, max(1, (abs(cell[1] - dest[1]) + abs(cell[2] - dest[2])) * sim.conv.step_ms), dest
+        err, steps = _move_check(w, cell, dest)
         if err is not None:
             return (err or f"you are already at {args['dest']}"), 0, None
         return None, max(1, steps * sim.conv.step_ms), dest
@@ -307,20 +314,21 @@ def finish(sim: Simulation, agent: Agent, action: Any) -> str | None:
         err, _ = _move_check(sim.world, agent.cell, action.dest)
         if err is not None:
             return err or f"you are already at {action.args['dest']}"
-        _move(sim, agent, action.dest)
+        move(sim, agent, action.dest)
         return None
     tool = sim.tools[action.tool]
     err = check(sim, agent, tool, action.args)
     if err:
         return err
     if tool.name == "move_to":
-        _move(sim, agent, action.dest)
+        move(sim, agent, action.dest)
         return None
     _apply_work(sim, agent, tool, action.args)
     return None
 
 
-def _move(sim: Simulation, agent: Agent, dest: Cell) -> None:
+def move(sim: Simulation, agent: Agent, dest: Cell) -> None:
+    """A completed move: the agent leaves its cell for ``dest``; those within reach of each end are told."""
     # Each event is built only if someone hears it or the run is recorded (sim.audience first).
     w = sim.world
     origin = agent.cell

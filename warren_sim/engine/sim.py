@@ -323,10 +323,18 @@ class Simulation:
                                 self._action_token, dest)
                 lanes[tool.lane] = action
                 heappush(self._heap, (action.until, COMPLETION, self._next_seq(), agent.id, action.token))
-                self._accepted(agent, oid, tool.name)
+                # _accepted(agent, oid, tool.name), inline: the commonest outcome
+                self.outcomes[oid] = ("accepted", "")
                 if self.record:
+                    self._emit({"kind": "outcome", "t": t, "agent": agent.id, "observation_id": oid,
+                                "outcome": "accepted", "reason": ""})
                     self._emit({"kind": "action", "t": t, "agent": agent.id, "tool": tool.name,
                                 "until": action.until})
+                events = agent.events
+                events.append((t, oid, tool.name, "accepted", ""))
+                if len(events) > MAX_EVENTS:
+                    del events[0]
+                    agent.events_dropped += 1
             else:
                 rules.apply_instant(self, agent, tool, args)
                 self._accepted(agent, oid, tool.name)
@@ -362,7 +370,21 @@ class Simulation:
         for lane, action in lanes.items():
             if action is not None and action.token == token:
                 lanes[lane] = None
-                err = rules.finish(self, agent, action)
+                dest = action.dest
+                if dest is not None and action.tool == "move_to":
+                    # rules.finish's move, inline (the commonest completion): check on the resolved cell, then move
+                    cell = agent.cell
+                    err = None
+                    if dest == cell:
+                        err = f"you are already at {action.args['dest']}"
+                    elif dest[0] != cell[0] or (
+                            (place := self.world.cell_place.get(dest)) is not None
+                            and place == self.world.cell_place.get(cell)):
+                        err = rules.finish(self, agent, action)  # another space (a route) or the same place
+                    else:
+                        rules.move(self, agent, dest)
+                else:
+                    err = rules.finish(self, agent, action)
                 if err:
                     self._outcome(agent, action.observation_id, "interrupted", err, action.tool)
                     self._wake(agent, self.time, "interrupted")
@@ -425,15 +447,20 @@ class Simulation:
         place = w.cell_place.get(cell)
         if place is None:
             here = w.agents_at.get(cell)
-            if not here:
+            if not here or (actor in here and len(here) == 1):
                 return []
-            return [aid for aid in here if aid != actor]
+            out = list(here)
+            if actor in here:
+                out.remove(actor)
+            return out
         agents_at = w.agents_at
-        out: list[str] = []
+        out = []
         for c in w.place_cells[place]:
             here = agents_at.get(c)
             if here:
-                out.extend(aid for aid in here if aid != actor)
+                out += here
+        if actor in out:
+            out.remove(actor)
         return out
 
     def notify(self, audience: list[str], event: dict[str, Any]) -> None:
