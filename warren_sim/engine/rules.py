@@ -79,15 +79,21 @@ def _fast_valid(sim: Simulation, agent: Agent, obs: Observation, name: str, comm
     adjudication), a take of an item within reach, a work tool on its structure and item."""
     w = sim.world
     if name == "move_to":  # always available
-        dest = _one_text_arg(command.get("args"), "dest")
-        if dest is None or dest == w.cell_place.get(agent.cell):
+        args = command.get("args")  # _one_text_arg(args, "dest"), inline
+        if type(args) is not dict or len(args) != 1:
+            return False
+        dest = args.get("dest")
+        if type(dest) is not str or not dest or dest == w.cell_place.get(agent.cell):
             return False
         place = w.places.get(dest)
         if place is not None:
             cell: Cell | None = (place.space, place.x, place.y)
         else:
             cell = parse_cell(dest)
-            if cell is None or not w.valid_cell(cell):
+            if cell is None:
+                return False
+            space = w.spaces.get(cell[0])  # w.valid_cell(cell), inline
+            if space is None or not (0 <= cell[1] < space.width and 0 <= cell[2] < space.height):
                 return False
         obs.parsed = (command, cell)
         return True
@@ -242,6 +248,31 @@ def check(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> st
     return _check_work(sim, agent, tool, args)
 
 
+def _passes(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> bool:
+    """True when :func:`check` would find nothing wrong with a take or a work tool (on its structure and item,
+    without needs_held or a code); False means "ask check", which says what is wrong."""
+    w = sim.world
+    name = tool.name
+    if name == "take":  # _reach_item, the container and the room in the inventory
+        item = w.items[args["item"]]
+        if item.holder is not None or item.container or len(agent.inventory) >= sim.conv.max_inventory:
+            return False
+        where = item.cell
+        if item.inside is not None:
+            where = w.items[item.inside].cell
+        return where is not None and where in w.reach_cells(agent.cell)
+    spec = tool.work
+    if spec is None or spec.needs_held or spec.needs_code or not spec.item_kinds or not spec.structure_kinds:
+        return False
+    if args["item"] not in agent.inventory or args["structure"] not in w.structures_in_reach(agent.cell):
+        return False
+    if spec.field:
+        s = w.structures[args["structure"]]
+        top = s.maxima.get(spec.field)
+        return top is None or s.fields.get(spec.field, 0) < top
+    return True
+
+
 def _check_work(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> str | None:
     w = sim.world
     spec = tool.work
@@ -285,6 +316,8 @@ def plan(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any],
         if err is not None:
             return (err or f"you are already at {args['dest']}"), 0, None
         return None, max(1, steps * sim.conv.step_ms), dest
+    if _passes(sim, agent, tool, args):
+        return None, (max(1, tool.work.duration_ms) if tool.durative and tool.work is not None else 0), None
     err = check(sim, agent, tool, args)
     if err or not tool.durative:
         return err, 0, None

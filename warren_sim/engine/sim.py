@@ -172,6 +172,7 @@ class Simulation:
             raise EngineError("adjudicate the current batch before advancing")
         heap = self.sched.heap
         agents = self.world.agents
+        event_wakes = self._event_wakes  # cleared in place by _flush_event_wakes
         while self._live:
             if not heap:
                 self._end("failed", "nothing left to happen")
@@ -189,7 +190,7 @@ class Simulation:
                     self._complete(key, token)
                 else:
                     self._deadline(key, token)
-                if self._event_wakes and (not heap or heap[0][0] != t):
+                if event_wakes and (not heap or heap[0][0] != t):
                     self._flush_event_wakes()
             if self._all_met and self._live:
                 self._end("completed", "every objective is met")
@@ -388,9 +389,19 @@ class Simulation:
                 if err:
                     self._outcome(agent, action.observation_id, "interrupted", err, action.tool)
                     self._wake(agent, self.time, "interrupted")
-                else:
-                    self._outcome(agent, action.observation_id, "completed", "", action.tool)
-                    self._wake(agent, self.time, "done")
+                    return
+                # _outcome(agent, oid, "completed", "", tool), inline
+                oid, t = action.observation_id, self.time
+                self.outcomes[oid] = ("completed", "")
+                if self.record:
+                    self._emit({"kind": "outcome", "t": t, "agent": agent_id, "observation_id": oid,
+                                "outcome": "completed", "reason": ""})
+                events = agent.events
+                events.append((t, oid, action.tool, "completed", ""))
+                if len(events) > MAX_EVENTS:
+                    del events[0]
+                    agent.events_dropped += 1
+                self._wake(agent, t, "done")
                 return
 
     def _interrupt(self, agent: Agent, action: Action, reason: str) -> None:
