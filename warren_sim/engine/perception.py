@@ -80,9 +80,8 @@ class Observation:
     destination cell) to adjudication, as ``(command, value)``, so that it is not derived twice.
     """
 
-    __slots__ = ("_affordances", "_agent", "_batch", "_captured", "_observation", "_sim", "_text", "_tools",
-                 "_unavailable", "_view", "agent_id", "answer", "observation_id", "parsed", "reason", "seq",
-                 "source", "time")
+    __slots__ = ("_agent", "_batch", "_captured", "_lazy", "_sim", "_view", "agent_id", "answer", "observation_id",
+                 "parsed", "reason", "seq", "source", "time")
 
     def __init__(self, sim: Simulation, agent: Agent, reason: str) -> None:
         self._sim, self._agent, self._batch = sim, agent, sim.batch_no
@@ -103,12 +102,10 @@ class Observation:
             events = _NONE
         self._captured = (messages, agent.messages_dropped, events, agent.events_dropped)
         agent.messages_dropped = agent.events_dropped = 0
-        self._observation: dict[str, Any] | None = None
         self._view: ObservationView | None = None
-        self._affordances: list[dict[str, Any]] | None = None
-        self._unavailable: dict[str, str] | None = None
-        self._text: str | None = None
-        self._tools: dict[str, tuple[dict[str, list[str] | None] | None, str]] | None = None
+        # What a served or LLM reader asks for, made on first access and kept: "observation", "affordances",
+        # "text", "unavailable", and "tools" (each tool's choices). One slot: a headless run rarely needs it.
+        self._lazy: dict[str, Any] | None = None
         self.answer: dict[str, Any] | None = None
         self.source = ""
         self.parsed: tuple[dict[str, Any], Any] | None = None
@@ -117,6 +114,19 @@ class Observation:
     def name(self) -> str:
         return self._agent.name
 
+    def _kept(self, key: str | None = None, factory: Callable[[], Any] | None = None) -> Any:
+        """The lazily made things (``key=None``), or the one named ``key``, made by ``factory`` if missing."""
+        lazy = self._lazy
+        if lazy is None:
+            lazy = self._lazy = {}
+        if key is None:
+            return lazy
+        found = lazy.get(key)
+        if found is None:
+            assert factory is not None
+            found = lazy[key] = factory()
+        return found
+
     def _check_fresh(self) -> None:
         if self._sim.batch_no != self._batch:
             raise StaleObservation(f"{self.observation_id} was first read after its batch was adjudicated; "
@@ -124,9 +134,7 @@ class Observation:
 
     def tool_choices(self, tool: str) -> tuple[dict[str, list[str] | None] | None, str]:
         """A tool's parameter choices (None: free text) as of this observation, or None and why not."""
-        tools = self._tools
-        if tools is None:
-            tools = self._tools = {}
+        tools = self._kept("tools", dict)
         found = tools.get(tool)
         if found is None:
             self._check_fresh()
@@ -135,14 +143,17 @@ class Observation:
 
     def unavailable(self) -> dict[str, str]:
         """Why each unavailable tool is unavailable (tools always available are not computed)."""
-        if self._unavailable is None:
-            self._unavailable = {}
+        lazy = self._kept()
+        unavailable: dict[str, str] | None = lazy.get("unavailable")
+        if unavailable is None:
+            unavailable = {}
             for tool in self._agent.tools:
                 if tool not in ALWAYS_AVAILABLE:
                     params, why = self.tool_choices(tool)
                     if params is None:
-                        self._unavailable[tool] = why
-        return self._unavailable
+                        unavailable[tool] = why
+            lazy["unavailable"] = unavailable
+        return unavailable
 
     def choices(self) -> dict[str, dict[str, list[str] | None]]:
         """Every available tool's parameter choices."""
@@ -166,21 +177,27 @@ class Observation:
     @property
     def observation(self) -> dict[str, Any]:
         """The whole observation object (the wire truth), built from the same fields as ``view``."""
-        if self._observation is None:
-            self._observation = self.view.to_dict()
-        return self._observation
+        lazy = self._kept()
+        found: dict[str, Any] | None = lazy.get("observation")
+        if found is None:
+            found = lazy["observation"] = self.view.to_dict()
+        return found
 
     @property
     def affordances(self) -> list[dict[str, Any]]:
-        if self._affordances is None:
-            self._affordances = _build_affordances(self._agent, self.choices())
-        return self._affordances
+        lazy = self._kept()
+        found: list[dict[str, Any]] | None = lazy.get("affordances")
+        if found is None:
+            found = lazy["affordances"] = _build_affordances(self._agent, self.choices())
+        return found
 
     @property
     def text(self) -> str:
-        if self._text is None:
-            self._text = render_text(self.observation, self.affordances, self.reason, self.name)
-        return self._text
+        lazy = self._kept()
+        found: str | None = lazy.get("text")
+        if found is None:
+            found = lazy["text"] = render_text(self.observation, self.affordances, self.reason, self.name)
+        return found
 
 
 def _item_view(sim: Simulation, iid: str) -> dict[str, Any]:
@@ -258,7 +275,10 @@ def _p_description(o: Observation) -> str:
 
 def _p_items(o: Observation) -> list[dict[str, Any]]:
     sim = o._sim
-    return [_item_view(sim, i) for i in sim.world.items_in_reach(o._agent.cell)]
+    out = []
+    for i in sim.world.items_in_reach(o._agent.cell):
+        out.append(_item_view(sim, i))
+    return out
 
 
 def _p_agents(o: Observation) -> list[dict[str, Any]]:

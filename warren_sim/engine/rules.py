@@ -366,12 +366,20 @@ def move(sim: Simulation, agent: Agent, dest: Cell) -> None:
     w = sim.world
     origin = agent.cell
     aid = agent.id
-    who = sim.audience(origin, aid)
+    cell_place, agents_at = w.cell_place, w.agents_at
+    here = agents_at[origin]
+    # Alone on a cell that is no place (a burrow, a patch): nobody to tell; sim.audience otherwise.
+    who = [] if len(here) == 1 and cell_place.get(origin) is None else sim.audience(origin, aid)
     if who or sim.record:
         where = w.where_name(origin)
         sim.notify(who, {"kind": "left", "agent": aid, "where": where, "text": f"{aid} left {where}"})
-    w.move_agent(agent, dest)
-    who = sim.audience(dest, aid)
+    del here[aid]  # w.move_agent(agent, dest), inline
+    agent.cell = dest
+    there = agents_at.get(dest)
+    if there is None:
+        there = agents_at[dest] = {}
+    there[aid] = None
+    who = [] if len(there) == 1 and cell_place.get(dest) is None else sim.audience(dest, aid)
     if who or sim.record:
         where = w.where_name(dest)
         sim.notify(who, {"kind": "arrived", "agent": aid, "where": where, "text": f"{aid} arrived at {where}"})

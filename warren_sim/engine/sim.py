@@ -180,18 +180,28 @@ class Simulation:
             t = heap[0][0]
             self.time = t
             woken: list[Agent] = []
-            while heap and heap[0][0] == t and self._live:
+            while True:  # every entry at t: while heap and heap[0][0] == t and self._live
                 _, prio, _, key, token = heappop(heap)
                 if prio == WAKE:
                     agent = agents[key]
                     if agent.wake_token == token and agent.wake_time == t:
                         woken.append(agent)
-                elif prio == COMPLETION:
-                    self._complete(key, token)
                 else:
-                    self._deadline(key, token)
-                if event_wakes and (not heap or heap[0][0] != t):
-                    self._flush_event_wakes()
+                    if prio == COMPLETION:
+                        self._complete(key, token)
+                    else:
+                        self._deadline(key, token)
+                    if not self._live:
+                        if event_wakes and (not heap or heap[0][0] != t):
+                            self._flush_event_wakes()  # as ever after the instant's last entry
+                        break
+                if heap and heap[0][0] == t:
+                    continue
+                if event_wakes:
+                    self._flush_event_wakes()  # (its wakes are due at t + tick_ms: maybe still at t)
+                    if heap and heap[0][0] == t:
+                        continue
+                break
             if self._all_met and self._live:
                 self._end("completed", "every objective is met")
             if not self._live:
