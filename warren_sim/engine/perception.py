@@ -253,8 +253,15 @@ def _f_you(o: Observation) -> dict[str, Any]:
     sim, agent = o._sim, o._agent
     w = sim.world
     inventory = []
-    for i in agent.inventory:
-        inventory.append(_item_view(sim, i))
+    items = w.items
+    for i in agent.inventory:  # _item_view(sim, i), inline
+        it = items[i]
+        view: dict[str, Any] = {"id": it.id, "kind": it.kind, "name": it.name}
+        if it.inside is not None:
+            view["in"] = it.inside
+        if it.container:
+            view["container"] = True
+        inventory.append(view)
     return {"id": agent.id, "name": agent.name, "role": agent.role, "cell": cell_name(agent.cell),
             "place": w.cell_place.get(agent.cell), "inventory": inventory, "capacity": sim.conv.max_inventory}
 
@@ -274,10 +281,17 @@ def _p_description(o: Observation) -> str:
 
 
 def _p_items(o: Observation) -> list[dict[str, Any]]:
-    sim = o._sim
+    w = o._sim.world
+    items = w.items
     out = []
-    for i in sim.world.items_in_reach(o._agent.cell):
-        out.append(_item_view(sim, i))
+    for i in w.items_in_reach(o._agent.cell):  # _item_view(sim, i), inline
+        it = items[i]
+        view: dict[str, Any] = {"id": it.id, "kind": it.kind, "name": it.name}
+        if it.inside is not None:
+            view["in"] = it.inside
+        if it.container:
+            view["container"] = True
+        out.append(view)
     return out
 
 

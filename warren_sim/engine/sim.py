@@ -328,27 +328,29 @@ class Simulation:
             current = lanes[tool.lane]
             if current is not None:
                 self._interrupt(agent, current, f"replaced by {tool.name} at t={t}ms")
-            if tool.durative:
+            durative = tool.durative
+            if durative:
                 self._action_token += 1
                 action = Action(agent.id, tool.lane, tool.name, args, oid, t, t + duration,
                                 self._action_token, dest)
                 lanes[tool.lane] = action
                 heappush(self._heap, (action.until, COMPLETION, self._next_seq(), agent.id, action.token))
-                # _accepted(agent, oid, tool.name), inline: the commonest outcome
-                self.outcomes[oid] = ("accepted", "")
-                if self.record:
-                    self._emit({"kind": "outcome", "t": t, "agent": agent.id, "observation_id": oid,
-                                "outcome": "accepted", "reason": ""})
-                    self._emit({"kind": "action", "t": t, "agent": agent.id, "tool": tool.name,
-                                "until": action.until})
-                events = agent.events
-                events.append((t, oid, tool.name, "accepted", ""))
-                if len(events) > MAX_EVENTS:
-                    del events[0]
-                    agent.events_dropped += 1
             else:
                 rules.apply_instant(self, agent, tool, args)
-                self._accepted(agent, oid, tool.name)
+            # _accepted(agent, oid, tool.name), inline: the commonest outcome
+            self.outcomes[oid] = ("accepted", "")
+            if self.record:
+                self._emit({"kind": "outcome", "t": t, "agent": agent.id, "observation_id": oid,
+                            "outcome": "accepted", "reason": ""})
+                if durative:
+                    self._emit({"kind": "action", "t": t, "agent": agent.id, "tool": tool.name,
+                                "until": t + duration})
+            events = agent.events
+            events.append((t, oid, tool.name, "accepted", ""))
+            if len(events) > MAX_EVENTS:
+                del events[0]
+                agent.events_dropped += 1
+            if not durative:
                 self._wake(agent, t + self.conv.tick_ms, "done")
             if lanes["body"] is None and lanes["voice"] is None:
                 self._wake(agent, t + self.conv.idle_wake_ms, "idle")
@@ -361,19 +363,6 @@ class Simulation:
             self._wake(agent, t + max(1, int(cmd["sleep_ms"])), "timer")
         elif agent.lanes["body"] is None and agent.lanes["voice"] is None:
             self._wake(agent, t + self.conv.idle_wake_ms, "idle")
-
-    def _accepted(self, agent: Agent, observation_id: str, tool: str) -> None:
-        """``_outcome(agent, observation_id, "accepted", "", tool)``, the commonest outcome, on a short path."""
-        self.outcomes[observation_id] = ("accepted", "")
-        t = self.time
-        if self.record:
-            self._emit({"kind": "outcome", "t": t, "agent": agent.id, "observation_id": observation_id,
-                        "outcome": "accepted", "reason": ""})
-        events = agent.events
-        events.append((t, observation_id, tool, "accepted", ""))
-        if len(events) > MAX_EVENTS:
-            del events[0]
-            agent.events_dropped += 1
 
     def _complete(self, agent_id: str, token: int) -> None:
         agent = self.world.agents[agent_id]
