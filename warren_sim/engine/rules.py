@@ -378,7 +378,7 @@ def move(sim: Simulation, agent: Agent, dest: Cell) -> None:
     there = agents_at.get(dest)
     if there is None:
         there = agents_at[dest] = {}
-    there[aid] = None
+    there[aid] = agent
     who = [] if len(there) == 1 and cell_place.get(dest) is None else sim.audience(dest, aid)
     if who or sim.record:
         where = w.where_name(dest)

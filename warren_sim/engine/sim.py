@@ -140,7 +140,7 @@ class Simulation:
         self._objective_views: list[dict[str, Any]] | None = None
         self._action_token = 0
         self.batch_no = 0  # observations of batch n may be built lazily until batch n is adjudicated
-        self._event_wakes: list[str] = []
+        self._event_wakes: list[Agent] = []  # told of an event this instant: woken at its end if idle
         if record:  # the layout makes a journal self-describing: a viewer of the file needs nothing else
             self._emit({"kind": "run", "t": 0, "run_id": run_id, "scenario": spec.name, "seed": seed,
                         "params": dict(sorted((params or {}).items())), "agents": list(self.world.agent_ids),
@@ -447,7 +447,7 @@ class Simulation:
             del events[0]
             agent.events_dropped += 1
 
-    def audience(self, cell: Any, actor: str | None) -> list[str]:
+    def audience(self, cell: Any, actor: str | None) -> list[Agent]:
         """Who is told of what happens at ``cell``: every agent within reach of it but the actor.
 
         Callers ask first and build the event only when someone hears it or the run is recorded. The order
@@ -459,21 +459,24 @@ class Simulation:
             here = w.agents_at.get(cell)
             if not here or (actor in here and len(here) == 1):
                 return []
-            out = list(here)
+            out = list(here.values())
             if actor in here:
-                out.remove(actor)
+                out.remove(here[actor])
             return out
         agents_at = w.agents_at
         out = []
+        me = None
         for c in w.place_cells[place]:
             here = agents_at.get(c)
             if here:
-                out += here
-        if actor in out:
-            out.remove(actor)
+                out += here.values()
+                if actor in here:
+                    me = here[actor]
+        if me is not None:
+            out.remove(me)
         return out
 
-    def notify(self, audience: list[str], event: dict[str, Any]) -> None:
+    def notify(self, audience: list[Agent], event: dict[str, Any]) -> None:
         """Tell ``audience`` (see :meth:`audience`) what changed, with one dict shared by all of them (events
         are read, never changed); record it; wake the idle ones once the instant is settled."""
         # The record's kind stays "event"; what happened ("took", "arrived"...) goes in "event".
@@ -483,9 +486,7 @@ class Simulation:
         if not audience:
             return
         shared = {"time": self.time, **event}
-        agents = self.world.agents
-        for aid in audience:
-            agent = agents[aid]
+        for agent in audience:
             events = agent.events
             events.append(shared)
             if len(events) > MAX_EVENTS:
@@ -505,9 +506,7 @@ class Simulation:
         """
         wake_at = self.time + self.conv.tick_ms
         now = self.time
-        agents = self.world.agents
-        for aid in dict.fromkeys(self._event_wakes):
-            other = agents[aid]
+        for other in dict.fromkeys(self._event_wakes):  # each once, in the order they were told
             lanes = other.lanes
             if lanes["body"] is None and lanes["voice"] is None and other.wake_time != now:
                 self._wake(other, wake_at, "event")  # (one waking now sees the event anyway)
