@@ -141,6 +141,10 @@ class Simulation:
         self._action_token = 0
         self.batch_no = 0  # observations of batch n may be built lazily until batch n is adjudicated
         self._event_wakes: list[Agent] = []  # told of an event this instant: woken at its end if idle
+        # While advance() runs through the entries of instant t, a wake due at t joins that instant's woken agents
+        # directly (what pushing it and popping it again before the instant ends did): see _wake.
+        self._instant = -1
+        self._woken: list[Agent] = []
         if record:  # the layout makes a journal self-describing: a viewer of the file needs nothing else
             self._emit({"kind": "run", "t": 0, "run_id": run_id, "scenario": spec.name, "seed": seed,
                         "params": dict(sorted((params or {}).items())), "agents": list(self.world.agent_ids),
@@ -180,6 +184,7 @@ class Simulation:
             t = heap[0][0]
             self.time = t
             woken: list[Agent] = []
+            self._woken, self._instant = woken, t
             while True:  # every entry at t: while heap and heap[0][0] == t and self._live
                 _, prio, _, key, token = heappop(heap)
                 if prio == WAKE:
@@ -202,6 +207,7 @@ class Simulation:
                     if heap and heap[0][0] == t:
                         continue
                 break
+            self._instant = -1
             if self._all_met and self._live:
                 self._end("completed", "every objective is met")
             if not self._live:
@@ -433,6 +439,9 @@ class Simulation:
                 return
         agent.wake_time, agent.wake_reason = time, reason
         token = agent.wake_token = agent.wake_token + 1
+        if time == self._instant:  # due in the instant advance() is settling: nothing can cancel it now
+            self._woken.append(agent)
+            return
         heappush(self._heap, (time, WAKE, self._next_seq(), agent.id, token))
 
     def tell_event(self, agent: Agent, event: dict[str, Any]) -> None:
