@@ -30,7 +30,23 @@ def validate(sim: Simulation, agent: Agent, obs: Observation, command: dict[str,
     n = len(command)
     if "action" in command and (n == 1 or (n == 2 and "args" in command)):
         name = command["action"]
-        if type(name) is str and name in agent.tools and _fast_valid(sim, agent, obs, name, command):
+        if name == "move_to" and "move_to" in agent.tools:  # the commonest: _fast_valid's move, inline
+            args = command.get("args")
+            if type(args) is dict and len(args) == 1:
+                w = sim.world
+                dest = args.get("dest")
+                if type(dest) is str and dest and dest != w.cell_place.get(agent.cell):
+                    place = w.places.get(dest)
+                    if place is not None:
+                        obs.parsed = (command, (place.space, place.x, place.y))
+                        return None
+                    cell = parse_cell(dest)
+                    if cell is not None:
+                        space = w.spaces.get(cell[0])
+                        if space is not None and 0 <= cell[1] < space.width and 0 <= cell[2] < space.height:
+                            obs.parsed = (command, cell)
+                            return None
+        elif type(name) is str and name in agent.tools and _fast_valid(sim, agent, obs, name, command):
             return None
         return _validate_action(sim, agent, obs, command)
     if n == 1:

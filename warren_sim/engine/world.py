@@ -232,7 +232,8 @@ class World:
     def items_in_reach(self, cell: Cell) -> list[str]:
         """Items on the ground within reach, and items inside containers on the ground within reach."""
         out: list[str] = []
-        for c in self.reach_cells(cell):
+        place = self.cell_place.get(cell)  # reach_cells(cell), inline
+        for c in (self.place_cells[place] if place is not None else (cell,)):
             here = self.items_at.get(c)
             if here:
                 for iid in here:
