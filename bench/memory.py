@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=100)
     p.add_argument("--agents", type=int, default=5000)
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out")
+    p.add_argument("--run-bound", type=float, default=900.0, help="seconds one run may take before the bench stops")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen([sys.executable, "-m", "warren_sim.cli", "serve", "--port", "0", "--data-dir",
@@ -52,8 +53,11 @@ def main(argv: list[str] | None = None) -> int:
                                json={"params": {"agents": args.agents}})
                     r.raise_for_status()
                     run = r.json()["run_id"]
+                    deadline = t0 + args.run_bound
                     while (view := h.get(f"/v1/runs/{run}").json())["status"] in ("created", "running"):
-                        time.sleep(0.1)
+                        if time.perf_counter() > deadline:  # bounded: a stuck run ends the bench, not the machine
+                            raise SystemExit(f"run {i} still {view['status']} after {args.run_bound} s")
+                        time.sleep(0.25)
                     point = {"runs": i, "rss_mib": round(rss_mib(proc.pid), 1), "status": view["status"],
                              "seconds": round(time.perf_counter() - t0, 2)}
                     curve.append(point)
