@@ -2,8 +2,12 @@
 A agents back to back; its RSS is read after each run ended. Before issue 13 every ended run stayed in memory
 (about 100 MiB per 5,000-agent run); now an ended run is read from disk, so the curve stays flat.
 
-``python -m bench.memory [--runs 100] [--agents 5000] [--out bench/out]`` prints the curve and writes
-``OUT/memory.json``. The baseline, side by side in the same process: the RSS after the first run.
+``python -m bench.memory [--runs 100] [--agents 5000] [--out bench/out] [--run-bound 900]`` prints the curve and
+writes ``OUT/memory.json``. The baseline, side by side in the same process: the RSS after the first run.
+
+Bounded: a run still going after ``--run-bound`` seconds stops the bench (and its server). Not resumable, by
+design: the figure is one server process's RSS over its life, which a second process cannot continue; what an
+interrupted bench measured is in ``OUT/memory_partial.json``, rewritten after every run.
 """
 
 from __future__ import annotations
