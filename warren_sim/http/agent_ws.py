@@ -96,6 +96,7 @@ class AgentSession:
         self.server_ping = 0
         self.initialized = False
         self.nursery: trio.Nursery | None = None
+        self.accepted_in: dict[str, Run | StoredRun] = {}  # runs whose journals took an accept for this reply
 
     async def send(self, message: dict[str, Any]) -> None:
         # orjson: the frames are plain JSON types; 5-10x cheaper than json.dumps for a batch of envelopes
@@ -112,6 +113,10 @@ class AgentSession:
                     raw = await websocket.receive()
                     self.last_heard = trio.current_time()
                     reply = self.handle(raw)
+                    if self.accepted_in:  # --fsync: on disk before the receipt leaves (one fsync per tick)
+                        runs, self.accepted_in = self.accepted_in, {}
+                        for run in runs.values():
+                            await run.journal.durable()
                     if reply is not None:
                         await self.send(reply)
                     self._poke()
@@ -227,6 +232,8 @@ class AgentSession:
         command = params.get("command")
         lease = params.get("lease")
         judgement = run.submit(ra, command, lease if isinstance(lease, str) else None)
+        if judgement.accept:
+            self.accepted_in[run.run_id] = run
         if judgement.receipt is None:
             raise RunError(422, judgement.problem_detail)
         sub = self.subs.get((run.run_id, ra.agent_id))
