@@ -2,8 +2,12 @@
 A agents back to back; its RSS is read after each run ended. Before issue 13 every ended run stayed in memory
 (about 100 MiB per 5,000-agent run); now an ended run is read from disk, so the curve stays flat.
 
-``python -m bench.memory [--runs 100] [--agents 5000] [--out bench/out]`` prints the curve and writes
-``OUT/memory.json``. The baseline, side by side in the same process: the RSS after the first run.
+``python -m bench.memory [--runs 100] [--agents 5000] [--out bench/out] [--run-bound 900]`` prints the curve and
+writes ``OUT/memory.json``. The baseline, side by side in the same process: the RSS after the first run.
+
+Bounded: a run still going after ``--run-bound`` seconds stops the bench (and its server). Not resumable, by
+design: the figure is one server process's RSS over its life, which a second process cannot continue; what an
+interrupted bench measured is in ``OUT/memory_partial.json``, rewritten after every run.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=100)
     p.add_argument("--agents", type=int, default=5000)
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out")
+    p.add_argument("--run-bound", type=float, default=900.0, help="seconds one run may take before the bench stops")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen([sys.executable, "-m", "warren_sim.cli", "serve", "--port", "0", "--data-dir",
@@ -52,8 +57,11 @@ def main(argv: list[str] | None = None) -> int:
                                json={"params": {"agents": args.agents}})
                     r.raise_for_status()
                     run = r.json()["run_id"]
+                    deadline = t0 + args.run_bound
                     while (view := h.get(f"/v1/runs/{run}").json())["status"] in ("created", "running"):
-                        time.sleep(0.1)
+                        if time.perf_counter() > deadline:  # bounded: a stuck run ends the bench, not the machine
+                            raise SystemExit(f"run {i} still {view['status']} after {args.run_bound} s")
+                        time.sleep(0.25)
                     point = {"runs": i, "rss_mib": round(rss_mib(proc.pid), 1), "status": view["status"],
                              "seconds": round(time.perf_counter() - t0, 2)}
                     curve.append(point)

@@ -177,6 +177,9 @@ def test_a_slow_model_is_cut_at_the_observations_deadline() -> None:
     with scripted_model(lambda r: {"tool": "noop", "args": {}, "delay": 3.0}) as model:
         config = LLMConfig(model="scripted", base_url=model.url, api_key="k", timeout_s=30.0)
         policy = LLMPolicy("engineer-1", "engineer", brief, config)
+        # the deadline is set right before the decision: on a loaded machine, starting the scripted model
+        # alone took 0.3 s of the second, and the budget read 0.2 s
+        remote.deadline_unix = unix_now() + 1.0
         started = wall_seconds()
         command = policy.decide(remote)
         took = wall_seconds() - started

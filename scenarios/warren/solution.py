@@ -34,30 +34,33 @@ class Forager:
         self.stored = False
 
     def decide(self, obs: Any) -> dict[str, Any]:
-        if obs.reason == "start" and obs.time < self.shift:
+        # Loops that return on the first seed, not lists of seeds: the same choices, fewer calls per wake.
+        t = obs.time
+        if t < self.shift and obs.reason == "start":
             # Everyone wakes at t=0 in one batch, in its burrow with nothing in hand: answer without
             # reading the observation, so the engine never builds 100,000 of them at once (it builds
             # an observation only when a policy reads it).
-            return {"sleep_ms": self.shift - obs.time}
-        o = fields(obs)
+            return {"sleep_ms": self.shift - t}
+        view = getattr(obs, "view", None)  # fields(obs), inline
+        o = view if view is not None else obs.observation
         if o["busy"]:
             return {"noop": True}  # walking: let it finish
         you = o["you"]
-        seeds = [i["id"] for i in you["inventory"] if i["kind"] == "seed"]
-        if seeds:
-            if you["place"] == "larder":
-                self.stored = True
-                return {"action": "store", "args": {"structure": "larder", "item": seeds[0]}}
-            return {"action": "move_to", "args": {"dest": "larder"}}
+        for item in you["inventory"]:
+            if item["kind"] == "seed":
+                if you["place"] == "larder":
+                    self.stored = True
+                    return {"action": "store", "args": {"structure": "larder", "item": item["id"]}}
+                return {"action": "move_to", "args": {"dest": "larder"}}
         if self.stored or o["objectives"][0]["status"] != "pending":
             if you["cell"] != self.burrow:
                 return {"action": "move_to", "args": {"dest": self.burrow}}
             return {"sleep_ms": FOREVER}
-        if obs.time < self.shift:
-            return {"sleep_ms": self.shift - obs.time}
-        here = [i["id"] for i in o["place"]["items"] if i["kind"] == "seed"]
-        if here:
-            return {"action": "take", "args": {"item": here[0]}}
+        if t < self.shift:
+            return {"sleep_ms": self.shift - t}
+        for item in o["place"]["items"]:
+            if item["kind"] == "seed":
+                return {"action": "take", "args": {"item": item["id"]}}
         if you["cell"] != self.patch:
             return {"action": "move_to", "args": {"dest": self.patch}}
         return {"sleep_ms": FOREVER}  # the patch is empty (someone took the seed): nothing to do

@@ -184,23 +184,31 @@ class Connection:
     # -- the connection's life -------------------------------------------------------------------------
     async def supervise(self) -> None:
         """Connect, and reconnect after each drop, until closed or out of retries. Never raises."""
-        failures, why = 0, ""
+        # As over HTTP (RetryPolicy): failures in a row are retried with backoff beyond ``attempts`` for as long
+        # as the pauses add up to less than ``reconnect_s``, so a restarted server (DESIGN section 11) is found
+        # again and every held agent re-claimed with its token (_handshake); then a TransportError says so.
+        failures, waited, why = 0, 0.0, ""
         while not self._closing:
             try:
                 was_live, why = await self._connect_once()
                 if was_live:
-                    failures = 0  # it was up: the next try is a reconnect, not a failure in a row
+                    failures, waited = 0, 0.0  # it was up: the next try is a reconnect, not a failure in a row
             except WarrenError as exc:  # not warren-agent/0 (or it refused our protocol): retrying cannot help
                 self._broken = exc
             finally:
                 self._down()
             if self._broken is not None or self._closing:
                 break
-            if failures >= self.retry.attempts + 1:
-                self._broken = TransportError(f"WS {self.url}: could not connect after {failures} tries ({why})")
+            pause = self.retry.delay(failures)
+            if failures >= self.retry.attempts + 1 and waited + pause > self.retry.reconnect_s:
+                self._broken = TransportError(
+                    f"WS {self.url}: could not connect after {failures} tries over {waited:.1f} s ({why}); is the "
+                    f"server running? (the SDK retries connection errors for up to {self.retry.reconnect_s:g} s: "
+                    "RetryPolicy.reconnect_s)")
                 break
-            with trio.move_on_after(self.retry.delay(failures)):
+            with trio.move_on_after(pause):
                 await self._close_asked.wait()
+            waited += pause
             failures += 1
         self._poke()
         for held in self.held.values():  # waiting handles learn that no envelope will come

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from . import rules
 from .policy import NOOP, Policy
 from .sim import Simulation
 
@@ -51,10 +52,16 @@ def run_headless(sim: Simulation, policies: Mapping[str, Policy], *,
                  on_batch: Callable[[Simulation], None] | None = None,
                  max_batches: int | None = None) -> dict[str, Any]:
     batches = 0
+    validate = rules.validate
     while (batch := sim.advance()) is not None:
         for obs in batch.observations:
             policy = policies[obs.agent_id]
             answer = policy.decide(obs)
+            # answer_or_noop and sim.answer for a command dict that validates, inline (the hot path); anything
+            # else takes answer_or_noop. The observation is fresh: it has no answer yet.
+            if type(answer) is dict and "invalid" not in answer and validate(sim, obs._agent, obs, answer) is None:
+                obs.answer, obs.source = answer, "policy"
+                continue
             command, invalid = answer_or_noop(sim, obs.agent_id, obs.observation_id, answer)
             if invalid is not None:
                 sim.answer(obs.agent_id, command, source="invalid")

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 MAX_SUGGESTIONS = 5
 TELL_CHOICES_LIMIT = 64
+_NONE: tuple[()] = ()  # "no messages/events since the last wake", shared (a field built from it is a new [])
 
 
 class StaleObservation(RuntimeError):
@@ -40,13 +41,14 @@ class ObservationView(Mapping[str, Any]):
         self._built: dict[str, Any] = {}
 
     def __getitem__(self, key: str) -> Any:
-        try:
-            return self._built[key]
-        except KeyError:
-            pass
+        built = self._built
+        if key in built:  # not try/except: most reads are first reads, and a raised KeyError costs more
+            return built[key]
         build = self._builders[key]  # KeyError for a field that does not exist, as for a dict
-        self._obs._check_fresh()
-        value = self._built[key] = build(self._obs)
+        obs = self._obs
+        if obs._sim.batch_no != obs._batch:
+            obs._check_fresh()
+        value = built[key] = build(obs)
         return value
 
     def __iter__(self) -> Iterator[str]:
@@ -65,31 +67,65 @@ class ObservationView(Mapping[str, Any]):
 
 
 class Observation:
-    """One wake of one agent: what the engine hands to a policy or a remote client.
+    """One wake of one agent: what the engine hands to a policy or a remote client, and, once given, its answer.
 
     Built lazily: the observation object, the affordances and the text are made on first access,
     and the choices a command is validated against only when asked. The world does not change
     between a batch's ``advance()`` and its ``adjudicate()``, so a lazy view is the same view;
     reading it for the first time after adjudication raises ``StaleObservation`` instead of
     showing a later world.
+
+    The same object is the engine's record of the outstanding wake (``Simulation.pending``): ``answer`` and
+    ``source`` are set by ``Simulation.answer``, and ``parsed`` carries what validation resolved (a move's
+    destination cell) to adjudication, as ``(command, value)``, so that it is not derived twice.
     """
 
-    __slots__ = ("_affordances", "_agent", "_batch", "_captured", "_observation", "_sim", "_text", "_tools",
-                 "_unavailable", "_view", "agent_id", "name", "observation_id", "reason", "seq", "time")
+    __slots__ = ("_agent", "_batch", "_captured", "_lazy", "_sim", "_view", "agent_id", "answer", "observation_id",
+                 "parsed", "reason", "seq", "source", "time")
 
     def __init__(self, sim: Simulation, agent: Agent, reason: str) -> None:
         self._sim, self._agent, self._batch = sim, agent, sim.batch_no
-        self.agent_id, self.name, self.seq, self.time, self.reason = agent.id, agent.name, agent.seq, sim.time, reason
-        self.observation_id = f"{agent.id}#{agent.seq}"
-        self._captured = (agent.messages, agent.messages_dropped, agent.events, agent.events_dropped)
-        agent.messages, agent.events = [], []
+        aid = self.agent_id = agent.id
+        seq = self.seq = agent.seq
+        self.time, self.reason = sim.time, reason
+        self.observation_id = f"{aid}#{seq}"
+        # What arrived since the last wake is handed over; an empty list stays the agent's (nothing to hand).
+        messages: list[dict[str, Any]] | tuple[()] = agent.messages
+        events: list[Any] | tuple[()] = agent.events
+        if messages:
+            agent.messages = []
+        else:
+            messages = _NONE
+        if events:
+            agent.events = []
+        else:
+            events = _NONE
+        self._captured = (messages, agent.messages_dropped, events, agent.events_dropped)
         agent.messages_dropped = agent.events_dropped = 0
-        self._observation: dict[str, Any] | None = None
         self._view: ObservationView | None = None
-        self._affordances: list[dict[str, Any]] | None = None
-        self._tools: dict[str, tuple[dict[str, list[str] | None] | None, str]] = {}
-        self._unavailable: dict[str, str] | None = None
-        self._text: str | None = None
+        # What a served or LLM reader asks for, made on first access and kept: "observation", "affordances",
+        # "text", "unavailable", and "tools" (each tool's choices). One slot: a headless run rarely needs it.
+        self._lazy: dict[str, Any] | None = None
+        self.answer: dict[str, Any] | None = None
+        self.source = ""
+        self.parsed: tuple[dict[str, Any], Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return self._agent.name
+
+    def _kept(self, key: str | None = None, factory: Callable[[], Any] | None = None) -> Any:
+        """The lazily made things (``key=None``), or the one named ``key``, made by ``factory`` if missing."""
+        lazy = self._lazy
+        if lazy is None:
+            lazy = self._lazy = {}
+        if key is None:
+            return lazy
+        found = lazy.get(key)
+        if found is None:
+            assert factory is not None
+            found = lazy[key] = factory()
+        return found
 
     def _check_fresh(self) -> None:
         if self._sim.batch_no != self._batch:
@@ -98,22 +134,26 @@ class Observation:
 
     def tool_choices(self, tool: str) -> tuple[dict[str, list[str] | None] | None, str]:
         """A tool's parameter choices (None: free text) as of this observation, or None and why not."""
-        found = self._tools.get(tool)
+        tools = self._kept("tools", dict)
+        found = tools.get(tool)
         if found is None:
             self._check_fresh()
-            found = self._tools[tool] = _tool_choices(self._sim, self._agent, tool)
+            found = tools[tool] = _tool_choices(self._sim, self._agent, tool)
         return found
 
     def unavailable(self) -> dict[str, str]:
         """Why each unavailable tool is unavailable (tools always available are not computed)."""
-        if self._unavailable is None:
-            self._unavailable = {}
+        lazy = self._kept()
+        unavailable: dict[str, str] | None = lazy.get("unavailable")
+        if unavailable is None:
+            unavailable = {}
             for tool in self._agent.tools:
                 if tool not in ALWAYS_AVAILABLE:
                     params, why = self.tool_choices(tool)
                     if params is None:
-                        self._unavailable[tool] = why
-        return self._unavailable
+                        unavailable[tool] = why
+            lazy["unavailable"] = unavailable
+        return unavailable
 
     def choices(self) -> dict[str, dict[str, list[str] | None]]:
         """Every available tool's parameter choices."""
@@ -137,21 +177,27 @@ class Observation:
     @property
     def observation(self) -> dict[str, Any]:
         """The whole observation object (the wire truth), built from the same fields as ``view``."""
-        if self._observation is None:
-            self._observation = self.view.to_dict()
-        return self._observation
+        lazy = self._kept()
+        found: dict[str, Any] | None = lazy.get("observation")
+        if found is None:
+            found = lazy["observation"] = self.view.to_dict()
+        return found
 
     @property
     def affordances(self) -> list[dict[str, Any]]:
-        if self._affordances is None:
-            self._affordances = _build_affordances(self._agent, self.choices())
-        return self._affordances
+        lazy = self._kept()
+        found: list[dict[str, Any]] | None = lazy.get("affordances")
+        if found is None:
+            found = lazy["affordances"] = _build_affordances(self._agent, self.choices())
+        return found
 
     @property
     def text(self) -> str:
-        if self._text is None:
-            self._text = render_text(self.observation, self.affordances, self.reason, self.name)
-        return self._text
+        lazy = self._kept()
+        found: str | None = lazy.get("text")
+        if found is None:
+            found = lazy["text"] = render_text(self.observation, self.affordances, self.reason, self.name)
+        return found
 
 
 def _item_view(sim: Simulation, iid: str) -> dict[str, Any]:
@@ -195,16 +241,29 @@ def observe(sim: Simulation, agent: Agent, reason: str) -> Observation:
 # The observation's fields, each built from the Observation on first access (see ObservationView). The
 # order is the wire order of the object: ``Observation.observation`` lists them in this order.
 def _f_busy(o: Observation) -> list[dict[str, Any]]:
-    return [{"lane": x.lane, "action": x.tool, "args": x.args, "started_ms": x.started, "until_ms": x.until}
-            for x in o._agent.lanes.values() if x is not None]
+    out = []
+    for x in o._agent.lanes.values():  # a loop, not a comprehension: one call fewer, at most two lanes
+        if x is not None:
+            out.append({"lane": x.lane, "action": x.tool, "args": x.args, "started_ms": x.started,
+                        "until_ms": x.until})
+    return out
 
 
 def _f_you(o: Observation) -> dict[str, Any]:
     sim, agent = o._sim, o._agent
     w = sim.world
+    inventory = []
+    items = w.items
+    for i in agent.inventory:  # _item_view(sim, i), inline
+        it = items[i]
+        view: dict[str, Any] = {"id": it.id, "kind": it.kind, "name": it.name}
+        if it.inside is not None:
+            view["in"] = it.inside
+        if it.container:
+            view["container"] = True
+        inventory.append(view)
     return {"id": agent.id, "name": agent.name, "role": agent.role, "cell": cell_name(agent.cell),
-            "place": w.place_of(agent.cell), "inventory": [_item_view(sim, i) for i in agent.inventory],
-            "capacity": sim.conv.max_inventory}
+            "place": w.cell_place.get(agent.cell), "inventory": inventory, "capacity": sim.conv.max_inventory}
 
 
 def _p_name(o: Observation) -> str | None:
@@ -222,8 +281,18 @@ def _p_description(o: Observation) -> str:
 
 
 def _p_items(o: Observation) -> list[dict[str, Any]]:
-    sim = o._sim
-    return [_item_view(sim, i) for i in sim.world.items_in_reach(o._agent.cell)]
+    w = o._sim.world
+    items = w.items
+    out = []
+    for i in w.items_in_reach(o._agent.cell):  # _item_view(sim, i), inline
+        it = items[i]
+        view: dict[str, Any] = {"id": it.id, "kind": it.kind, "name": it.name}
+        if it.inside is not None:
+            view["in"] = it.inside
+        if it.container:
+            view["container"] = True
+        out.append(view)
+    return out
 
 
 def _p_agents(o: Observation) -> list[dict[str, Any]]:
@@ -290,7 +359,7 @@ def _f_time(o: Observation) -> int:
 
 
 def _f_messages(o: Observation) -> list[dict[str, Any]]:
-    return o._captured[0]
+    return o._captured[0] or []
 
 
 def _f_messages_dropped(o: Observation) -> int:
@@ -299,7 +368,17 @@ def _f_messages_dropped(o: Observation) -> int:
 
 def _f_events(o: Observation) -> list[dict[str, Any]]:
     """Events as dicts: an outcome kept as its facts (``sim.OutcomeEvent``) is built now, when first read."""
-    return [e if type(e) is dict else e.build() for e in o._captured[2]]
+    return [e if type(e) is dict else outcome_event(e) for e in o._captured[2]]
+
+
+def outcome_event(facts: tuple[int, str, str, str, str]) -> dict[str, Any]:
+    """An outcome event's dict and prose, from the facts ``Simulation`` keeps: ``(time, observation id, tool,
+    outcome, reason)``. Most outcomes of a headless run are never read as prose (a policy looks at its
+    inventory, not at "your move_to (a#3) was completed"), so they are built here, when first read."""
+    time, observation_id, tool, outcome, reason = facts
+    text = f"your {tool} ({observation_id}) was {outcome}" + (f": {reason}" if reason else "")
+    return {"time": time, "kind": "outcome", "observation_id": observation_id, "action": tool,
+            "outcome": outcome, "reason": reason, "text": text}
 
 
 def _f_events_dropped(o: Observation) -> int:
@@ -307,7 +386,7 @@ def _f_events_dropped(o: Observation) -> int:
 
 
 def _f_objectives(o: Observation) -> list[dict[str, Any]]:
-    return o._sim.objective_views()
+    return o._sim.shared_objective_views()
 
 
 OBSERVATION_FIELDS: dict[str, Callable[[Observation], Any]] = {

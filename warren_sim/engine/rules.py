@@ -18,17 +18,37 @@ from .tools import Tool
 from .world import Agent, Cell, cell_name, parse_cell
 
 if TYPE_CHECKING:
-    from .sim import Pending, Simulation
+    from .perception import Observation
+    from .sim import Simulation
 
 MAX_SLEEP_MS = 2**53 - 1
 COMMAND_KEYS = ("action", "sleep_ms", "noop")
 
 
-def validate(sim: Simulation, agent: Agent, pending: Pending, command: dict[str, Any]) -> str | None:
+def validate(sim: Simulation, agent: Agent, obs: Observation, command: dict[str, Any]) -> str | None:
     # Fast paths for the well-formed shapes; anything else takes the full path below, which says what is wrong.
     n = len(command)
     if "action" in command and (n == 1 or (n == 2 and "args" in command)):
-        return _validate_action(sim, agent, pending, command)
+        name = command["action"]
+        if name == "move_to" and "move_to" in agent.tools:  # the commonest: _fast_valid's move, inline
+            args = command.get("args")
+            if type(args) is dict and len(args) == 1:
+                w = sim.world
+                dest = args.get("dest")
+                if type(dest) is str and dest and dest != w.cell_place.get(agent.cell):
+                    place = w.places.get(dest)
+                    if place is not None:
+                        obs.parsed = (command, (place.space, place.x, place.y))
+                        return None
+                    cell = parse_cell(dest)
+                    if cell is not None:
+                        space = w.spaces.get(cell[0])
+                        if space is not None and 0 <= cell[1] < space.width and 0 <= cell[2] < space.height:
+                            obs.parsed = (command, cell)
+                            return None
+        elif type(name) is str and name in agent.tools and _fast_valid(sim, agent, obs, name, command):
+            return None
+        return _validate_action(sim, agent, obs, command)
     if n == 1:
         ms = command.get("sleep_ms")
         if type(ms) is int and 0 <= ms <= MAX_SLEEP_MS:
@@ -55,27 +75,80 @@ def validate(sim: Simulation, agent: Agent, pending: Pending, command: dict[str,
         if not 0 <= ms <= MAX_SLEEP_MS:
             return f"sleep_ms must be between 0 and {MAX_SLEEP_MS}, got {ms}"
         return None
-    return _validate_action(sim, agent, pending, command)
+    return _validate_action(sim, agent, obs, command)
 
 
-def _validate_action(sim: Simulation, agent: Agent, pending: Pending, command: dict[str, Any]) -> str | None:
+def _one_text_arg(args: Any, key: str) -> Any:
+    """``args[key]`` when ``args`` is exactly ``{key: <non-empty str>}`` (what check_args accepts for a tool whose
+    only parameter is a string without maxLength), else None."""
+    if type(args) is dict and len(args) == 1:
+        value = args.get(key)
+        if type(value) is str and value:
+            return value
+    return None
+
+
+def _fast_valid(sim: Simulation, agent: Agent, obs: Observation, name: str, command: dict[str, Any]) -> bool:
+    """True when the full path below would accept this command; False means "ask the full path", which words
+    the refusal. The commonest commands are judged here without building the observation's choices: a
+    move to another place or a cell of the map (the destination cell is kept on ``obs.parsed`` for
+    adjudication), a take of an item within reach, a work tool on its structure and item."""
+    w = sim.world
+    if name == "move_to":  # always available
+        args = command.get("args")  # _one_text_arg(args, "dest"), inline
+        if type(args) is not dict or len(args) != 1:
+            return False
+        dest = args.get("dest")
+        if type(dest) is not str or not dest or dest == w.cell_place.get(agent.cell):
+            return False
+        place = w.places.get(dest)
+        if place is not None:
+            cell: Cell | None = (place.space, place.x, place.y)
+        else:
+            cell = parse_cell(dest)
+            if cell is None:
+                return False
+            space = w.spaces.get(cell[0])  # w.valid_cell(cell), inline
+            if space is None or not (0 <= cell[1] < space.width and 0 <= cell[2] < space.height):
+                return False
+        obs.parsed = (command, cell)
+        return True
+    if name == "take":
+        item_id = _one_text_arg(command.get("args"), "item")
+        if item_id is None or len(agent.inventory) >= sim.conv.max_inventory:
+            return False
+        item = w.items.get(item_id)
+        if item is None or item.container:
+            return False
+        where = item.cell
+        if where is None and item.inside is not None:  # inside a container on the ground (one level)
+            where = w.items[item.inside].cell
+        return where is not None and where in w.reach_cells(agent.cell)
+    tool = sim.tools[name]
+    spec = tool.work
+    if spec is None or spec.needs_held or spec.needs_code or not spec.structure_kinds or not spec.item_kinds:
+        return False
+    args = command.get("args")
+    if type(args) is not dict or len(args) != 2:
+        return False
+    sid, item_id = args.get("structure"), args.get("item")
+    if type(sid) is not str or type(item_id) is not str or not sid or not item_id:
+        return False
+    if sid not in w.structures_in_reach(agent.cell) or w.structures[sid].kind not in spec.structure_kinds:
+        return False
+    return item_id in agent.inventory and w.items[item_id].kind in spec.item_kinds
+
+
+def _validate_action(sim: Simulation, agent: Agent, obs: Observation, command: dict[str, Any]) -> str | None:
     name = command["action"]
-    if name == "move_to" and name in agent.tools:
-        # The commonest command, accepted without building the list of places (move_to is always available):
-        # valid args naming another place, or a cell of the map. Anything else takes the path below.
-        args = command.get("args")
-        if type(args) is dict and check_args(name, sim.tools[name].input_schema, args) is None:
-            w = sim.world
-            dest = args["dest"]
-            if dest != w.place_of(agent.cell) and (dest in w.places or (
-                    (cell := parse_cell(dest)) is not None and w.valid_cell(cell))):
-                return None
+    if type(name) is str and name in agent.tools and _fast_valid(sim, agent, obs, name, command):
+        return None
     if not isinstance(name, str):
         return f"action must be a tool name (a string), got {type(name).__name__} {name!r}; your tools: " \
                + ", ".join(agent.tools)
     if name not in agent.tools:
         return f"unknown action {name!r}; your tools are: {', '.join(agent.tools)}"
-    params, why = pending.observation.tool_choices(name)
+    params, why = obs.tool_choices(name)
     if params is None:
         return f"{name} is not available now: {why}"
     tool = sim.tools[name]
@@ -96,7 +169,7 @@ def _validate_action(sim: Simulation, agent: Agent, pending: Pending, command: d
         if value in choices:
             continue
         if name == "move_to" and param == "dest":
-            if value == pending.observation.view["you"]["place"]:
+            if value == obs.view["you"]["place"]:
                 return f"args.dest: you are already at {value}; choose another place ({_list(choices)}) or a cell"
             cell = parse_cell(value)
             if cell is not None and sim.world.valid_cell(cell):
@@ -191,6 +264,31 @@ def check(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> st
     return _check_work(sim, agent, tool, args)
 
 
+def _passes(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> bool:
+    """True when :func:`check` would find nothing wrong with a take or a work tool (on its structure and item,
+    without needs_held or a code); False means "ask check", which says what is wrong."""
+    w = sim.world
+    name = tool.name
+    if name == "take":  # _reach_item, the container and the room in the inventory
+        item = w.items[args["item"]]
+        if item.holder is not None or item.container or len(agent.inventory) >= sim.conv.max_inventory:
+            return False
+        where = item.cell
+        if item.inside is not None:
+            where = w.items[item.inside].cell
+        return where is not None and where in w.reach_cells(agent.cell)
+    spec = tool.work
+    if spec is None or spec.needs_held or spec.needs_code or not spec.item_kinds or not spec.structure_kinds:
+        return False
+    if args["item"] not in agent.inventory or args["structure"] not in w.structures_in_reach(agent.cell):
+        return False
+    if spec.field:
+        s = w.structures[args["structure"]]
+        top = s.maxima.get(spec.field)
+        return top is None or s.fields.get(spec.field, 0) < top
+    return True
+
+
 def _check_work(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> str | None:
     w = sim.world
     spec = tool.work
@@ -215,22 +313,27 @@ def _check_work(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any])
     return None
 
 
-def plan(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> tuple[str | None, int, Cell | None]:
+def plan(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any],
+         dest: Cell | None = None) -> tuple[str | None, int, Cell | None]:
     """``check`` and ``start`` in one pass, for adjudication: (why it fails or None, duration ms, destination).
 
-    A move resolves its destination and routes once here, where ``check`` then ``start`` did both twice.
-    The duration is 0 for instant tools.
+    A move resolves its destination (unless validation did: ``dest``) and routes once here, where ``check``
+    then ``start`` did both twice. The duration is 0 for instant tools.
     """
     if tool.name == "move_to":
         w = sim.world
-        dest = w.resolve_cell(args["dest"])
-        place = w.place_of(dest)
-        if dest == agent.cell or (place is not None and place == w.place_of(agent.cell)):
-            return f"you are already at {args['dest']}", 0, None
-        steps, why = w.route(agent.cell, dest)
-        if why:
-            return why, 0, None
+        if dest is None:
+            dest = w.resolve_cell(args["dest"])
+        cell = agent.cell
+        if dest[0] == cell[0] and dest != cell and (  # one open grid, another place: _move_check, inline
+                (place := w.cell_place.get(dest)) is None or place != w.cell_place.get(cell)):
+            return None, max(1, (abs(cell[1] - dest[1]) + abs(cell[2] - dest[2])) * sim.conv.step_ms), dest
+        err, steps = _move_check(w, cell, dest)
+        if err is not None:
+            return (err or f"you are already at {args['dest']}"), 0, None
         return None, max(1, steps * sim.conv.step_ms), dest
+    if _passes(sim, agent, tool, args):
+        return None, (max(1, tool.work.duration_ms) if tool.durative and tool.work is not None else 0), None
     err = check(sim, agent, tool, args)
     if err or not tool.durative:
         return err, 0, None
@@ -238,29 +341,64 @@ def plan(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> tup
     return None, max(1, tool.work.duration_ms), None
 
 
+def _move_check(w: Any, cell: Cell, dest: Cell) -> tuple[str | None, int]:
+    """A move from ``cell`` to ``dest`` now: ``(None, steps)``, or ``("", 0)`` when it is already there (the
+    caller words it) or ``(why, 0)`` when no path is open. ``check``'s move_to, on a resolved destination."""
+    cell_place = w.cell_place
+    if dest == cell:
+        return "", 0
+    place = cell_place.get(dest)
+    if place is not None and place == cell_place.get(cell):
+        return "", 0
+    if dest[0] == cell[0]:  # one open grid: Manhattan, what route() answers
+        return None, abs(cell[1] - dest[1]) + abs(cell[2] - dest[2])
+    steps, why = w.route(cell, dest)
+    return (why or None), steps
+
+
 def finish(sim: Simulation, agent: Agent, action: Any) -> str | None:
     """Complete a durative action: apply its effect, or say why it could not complete."""
+    if action.tool == "move_to" and action.dest is not None:
+        # check()'s move_to on the destination plan() resolved (the same cell resolve_cell gives for args.dest)
+        err, _ = _move_check(sim.world, agent.cell, action.dest)
+        if err is not None:
+            return err or f"you are already at {action.args['dest']}"
+        move(sim, agent, action.dest)
+        return None
     tool = sim.tools[action.tool]
     err = check(sim, agent, tool, action.args)
     if err:
         return err
     if tool.name == "move_to":
-        _move(sim, agent, action.dest)
+        move(sim, agent, action.dest)
         return None
     _apply_work(sim, agent, tool, action.args)
     return None
 
 
-def _move(sim: Simulation, agent: Agent, dest: Cell) -> None:
+def move(sim: Simulation, agent: Agent, dest: Cell) -> None:
+    """A completed move: the agent leaves its cell for ``dest``; those within reach of each end are told."""
+    # Each event is built only if someone hears it or the run is recorded (sim.audience first).
     w = sim.world
     origin = agent.cell
-    where = w.where_name(origin)
-    sim.notify_place(origin, {"kind": "left", "agent": agent.id, "where": where,
-                              "text": f"{agent.id} left {where}"}, agent.id)
-    w.move_agent(agent, dest)
-    where = w.where_name(dest)
-    sim.notify_place(dest, {"kind": "arrived", "agent": agent.id, "where": where,
-                            "text": f"{agent.id} arrived at {where}"}, agent.id)
+    aid = agent.id
+    cell_place, agents_at = w.cell_place, w.agents_at
+    here = agents_at[origin]
+    # Alone on a cell that is no place (a burrow, a patch): nobody to tell; sim.audience otherwise.
+    who = [] if len(here) == 1 and cell_place.get(origin) is None else sim.audience(origin, aid)
+    if who or sim.record:
+        where = w.where_name(origin)
+        sim.notify(who, {"kind": "left", "agent": aid, "where": where, "text": f"{aid} left {where}"})
+    del here[aid]  # w.move_agent(agent, dest), inline
+    agent.cell = dest
+    there = agents_at.get(dest)
+    if there is None:
+        there = agents_at[dest] = {}
+    there[aid] = agent
+    who = [] if len(there) == 1 and cell_place.get(dest) is None else sim.audience(dest, aid)
+    if who or sim.record:
+        where = w.where_name(dest)
+        sim.notify(who, {"kind": "arrived", "agent": aid, "where": where, "text": f"{aid} arrived at {where}"})
 
 
 def apply_instant(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any]) -> None:
@@ -273,8 +411,10 @@ def apply_instant(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any
         item.holder = agent.id
         item.last_taker = (sim.time, agent.id)
         agent.inventory.append(item.id)
-        sim.notify_place(here, {"kind": "took", "agent": agent.id, "item": item.id,
-                                "text": f"{agent.id} took {item.id}"}, agent.id)
+        who = sim.audience(here, agent.id)
+        if who or sim.record:
+            sim.notify(who, {"kind": "took", "agent": agent.id, "item": item.id,
+                             "text": f"{agent.id} took {item.id}"})
     elif name == "drop":
         item = w.items[args["item"]]
         w.lift(item)
@@ -322,11 +462,13 @@ def _apply_work(sim: Simulation, agent: Agent, tool: Tool, args: dict[str, Any])
             value = s.fields.get(spec.field, 0) + spec.add
             top = s.maxima.get(spec.field)
             s.fields[spec.field] = min(value, top) if top is not None else value
-        text = f"{agent.id} used {tool.name} on {s.id}{used}"
-        if spec.field:
-            text += f": {s.name} {spec.field} is now {s.fields[spec.field]}"
-        sim.notify_place(agent.cell, {"kind": "worked", "agent": agent.id, "tool": tool.name,
-                                      "structure": s.id, "fields": dict(s.fields), "text": text}, agent.id)
+        who = sim.audience(agent.cell, agent.id)
+        if who or sim.record:
+            text = f"{agent.id} used {tool.name} on {s.id}{used}"
+            if spec.field:
+                text += f": {s.name} {spec.field} is now {s.fields[spec.field]}"
+            sim.notify(who, {"kind": "worked", "agent": agent.id, "tool": tool.name,
+                             "structure": s.id, "fields": dict(s.fields), "text": text})
         sim.structure_changed(s.id)
 
 

@@ -8,6 +8,7 @@ scheduler. Entries are cancelled lazily: each carries a token that must still ma
 from __future__ import annotations
 
 import heapq
+from itertools import count
 from typing import Any
 
 # Priorities within one instant: actions complete first, then objective deadlines and the time
@@ -18,16 +19,16 @@ WAKE = 2
 
 
 class Scheduler:
-    __slots__ = ("heap", "_seq")
+    __slots__ = ("heap", "next_seq")
 
     def __init__(self) -> None:
-        # (time, priority, seq, key, token); public so that Simulation.advance, the hot loop, pops it directly
+        # (time, priority, seq, key, token); public, with ``next_seq``, so that the simulation's hot paths push
+        # and pop it directly (``heappush(heap, (time, priority, next_seq(), key, token))`` is ``push``)
         self.heap: list[tuple[int, int, int, str, Any]] = []
-        self._seq = 0
+        self.next_seq = count(1).__next__
 
     def push(self, time: int, priority: int, key: str, token: Any) -> None:
-        self._seq += 1
-        heapq.heappush(self.heap, (time, priority, self._seq, key, token))
+        heapq.heappush(self.heap, (time, priority, self.next_seq(), key, token))
 
     def peek_time(self) -> int | None:
         return self.heap[0][0] if self.heap else None

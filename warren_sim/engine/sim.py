@@ -14,7 +14,7 @@ scheduler's ``(time, priority, seq)`` keys.
 from __future__ import annotations
 
 import random
-from heapq import heappop
+from heapq import heappop, heappush
 from operator import attrgetter
 from typing import Any
 
@@ -22,7 +22,7 @@ import attrs
 
 from . import rules
 from .layout import layout
-from .perception import Observation, observe
+from .perception import Observation
 from .scheduler import COMPLETION, DEADLINE, WAKE, Scheduler
 from .spec import ScenarioSpec
 from .tools import GENERIC_NAMES, Tool, catalog
@@ -34,6 +34,40 @@ WAKE_REASONS = tuple(REASON_RANK)
 END_STATUSES = ("completed", "failed", "cancelled")
 MAX_EVENTS = 32
 _by_id = attrgetter("id")
+# An outcome the agent will perceive is kept as its facts, (time, observation id, tool, outcome, reason), until its
+# observation's events are read (perception.outcome_event builds the dict and the prose).
+OutcomeFacts = tuple[int, str, str, str, str]
+
+
+def _fast_shuffle_agrees() -> bool:
+    """Whether :meth:`Simulation._shuffle` draws exactly what ``random.Random.shuffle`` draws on this Python.
+
+    It inlines CPython's shuffle (``_randbelow_with_getrandbits``: one ``getrandbits(k)`` per try) to save a
+    Python call per agent per batch; if some Python's shuffle draws differently, the seeded order would
+    change, so the simulation uses ``rng.shuffle`` itself unless the two agree here.
+    """
+    for seed in range(8):
+        for n in (2, 3, 5, 17, 100):
+            a, b = list(range(n)), list(range(n))
+            r1, r2 = random.Random(seed), random.Random(seed)
+            r1.shuffle(a)
+            _inline_shuffle(r2.getrandbits, b)
+            if a != b or r1.random() != r2.random():
+                return False
+    return True
+
+
+def _inline_shuffle(getrandbits: Any, x: list[Any]) -> None:
+    for i in range(len(x) - 1, 0, -1):
+        n = i + 1
+        k = n.bit_length()
+        j = getrandbits(k)
+        while j >= n:
+            j = getrandbits(k)
+        x[i], x[j] = x[j], x[i]
+
+
+FAST_SHUFFLE = _fast_shuffle_agrees()
 
 
 class EngineError(RuntimeError):
@@ -61,37 +95,6 @@ class ObjectiveState:
         }
 
 
-class OutcomeEvent:
-    """An outcome the agent will perceive, kept as its facts until its observation's ``events`` are read.
-
-    Most outcomes of a headless run are never read as prose (a policy looks at its inventory, not at
-    "your move_to (a#3) was completed"), so the dict and its text are built by :meth:`build`, on demand.
-    """
-
-    __slots__ = ("observation_id", "outcome", "reason", "time", "tool")
-
-    def __init__(self, time: int, observation_id: str, tool: str, outcome: str, reason: str) -> None:
-        self.time, self.observation_id, self.tool, self.outcome, self.reason = (time, observation_id, tool,
-                                                                                 outcome, reason)
-
-    def build(self) -> dict[str, Any]:
-        text = f"your {self.tool} ({self.observation_id}) was {self.outcome}" + (
-            f": {self.reason}" if self.reason else "")
-        return {"time": self.time, "kind": "outcome", "observation_id": self.observation_id, "action": self.tool,
-                "outcome": self.outcome, "reason": self.reason, "text": text}
-
-
-@attrs.define(eq=False)
-class Pending:
-    """An outstanding observation of the current batch and, once given, its answer."""
-
-    observation: Observation
-    answer: dict[str, Any] | None = None
-    source: str = ""
-
-
-
-
 @attrs.define(eq=False)
 class Batch:
     time: int
@@ -116,24 +119,32 @@ class Simulation:
         self.world = World(spec, tools_by_role)
         self.time = 0
         self.status = "running"
+        self._live = True  # status == "running", read in the hot loops
         self.end_reason = ""
         self.decisions = 0
         self.record = record
         self.records: list[dict[str, Any]] = []
         self.outcomes: dict[str, tuple[str, str]] = {}
         self.conflicts: dict[str, dict[str, str]] = {}  # observation id -> same-batch conflict (rules.conflict)
-        self.pending: dict[str, Pending] = {}
+        self.pending: dict[str, Observation] = {}  # agent id -> its outstanding observation (answer on it)
         self.batch: Batch | None = None
         self.sched = Scheduler()
+        self._heap, self._next_seq = self.sched.heap, self.sched.next_seq
         self.objectives = {o.id: ObjectiveState(o.id, o.description, o.structure, o.field, o.target, o.deadline_ms)
                            for o in spec.objectives}
         for obj in self.objectives.values():
             obj.current = min(self.world.structures[obj.structure].fields.get(obj.field, 0), obj.target)
             if obj.current >= obj.target:  # met from the start: nothing will ever "change" it to met
                 obj.status = "completed"
+        self._all_met = self._objectives_met()
+        self._objective_views: list[dict[str, Any]] | None = None
         self._action_token = 0
         self.batch_no = 0  # observations of batch n may be built lazily until batch n is adjudicated
-        self._event_wakes: list[str] = []
+        self._event_wakes: list[Agent] = []  # told of an event this instant: woken at its end if idle
+        # While advance() runs through the entries of instant t, a wake due at t joins that instant's woken agents
+        # directly (what pushing it and popping it again before the instant ends did): see _wake.
+        self._instant = -1
+        self._woken: list[Agent] = []
         if record:  # the layout makes a journal self-describing: a viewer of the file needs nothing else
             self._emit({"kind": "run", "t": 0, "run_id": run_id, "scenario": spec.name, "seed": seed,
                         "params": dict(sorted((params or {}).items())), "agents": list(self.world.agent_ids),
@@ -157,7 +168,7 @@ class Simulation:
     # -- driving -----------------------------------------------------------------------------------
     @property
     def ended(self) -> bool:
-        return self.status != "running"
+        return not self._live
 
     def advance(self) -> Batch | None:
         """Run time forward to the next instant where agents wake; return that batch of observations."""
@@ -165,42 +176,56 @@ class Simulation:
             raise EngineError("adjudicate the current batch before advancing")
         heap = self.sched.heap
         agents = self.world.agents
-        while not self.ended:
+        event_wakes = self._event_wakes  # cleared in place by _flush_event_wakes
+        while self._live:
             if not heap:
                 self._end("failed", "nothing left to happen")
                 break
             t = heap[0][0]
             self.time = t
             woken: list[Agent] = []
-            while heap and heap[0][0] == t and not self.ended:
+            self._woken, self._instant = woken, t
+            while True:  # every entry at t: while heap and heap[0][0] == t and self._live
                 _, prio, _, key, token = heappop(heap)
                 if prio == WAKE:
                     agent = agents[key]
                     if agent.wake_token == token and agent.wake_time == t:
                         woken.append(agent)
-                elif prio == COMPLETION:
-                    self._complete(key, token)
                 else:
-                    self._deadline(key, token)
-                if not heap or heap[0][0] != t:
-                    self._flush_event_wakes()
-            self._check_objectives_end()
-            if self.ended:
+                    if prio == COMPLETION:
+                        self._complete(key, token)
+                    else:
+                        self._deadline(key, token)
+                    if not self._live:
+                        if event_wakes and (not heap or heap[0][0] != t):
+                            self._flush_event_wakes()  # as ever after the instant's last entry
+                        break
+                if heap and heap[0][0] == t:
+                    continue
+                if event_wakes:
+                    self._flush_event_wakes()  # (its wakes are due at t + tick_ms: maybe still at t)
+                    if heap and heap[0][0] == t:
+                        continue
+                break
+            self._instant = -1
+            if self._all_met and self._live:
+                self._end("completed", "every objective is met")
+            if not self._live:
                 break
             if woken:
-                woken.sort(key=_by_id)
-                observations = []
+                if len(woken) > 1:
+                    woken.sort(key=_by_id)
+                pending = self.pending
+                record = self.record
                 for agent in woken:
                     reason = agent.wake_reason
                     agent.wake_time, agent.wake_reason = -1, ""
                     agent.seq += 1
-                    obs = observe(self, agent, reason)
-                    self.pending[agent.id] = Pending(obs)
-                    observations.append(obs)
-                    if self.record:
+                    obs = pending[agent.id] = Observation(self, agent, reason)
+                    if record:
                         self._emit({"kind": "observation", "t": t, "agent": agent.id,
                                     "observation_id": obs.observation_id, "reason": reason})
-                self.batch = Batch(t, observations)
+                self.batch = Batch(t, list(pending.values()))
                 return self.batch
         return None
 
@@ -227,8 +252,7 @@ class Simulation:
         return None
 
     def observation_of(self, agent_id: str) -> Observation | None:
-        p = self.pending.get(agent_id)
-        return p.observation if p else None
+        return self.pending.get(agent_id)
 
     def validate(self, agent_id: str, command: dict[str, Any]) -> str | None:
         """Check a command against the agent's outstanding observation; a teaching error or None.
@@ -237,105 +261,152 @@ class Simulation:
         ``{"noop": True}``. Only the observation's snapshot is consulted (its affordances), never
         the world as changed by other answers: conflicts are decided later, by adjudication.
         """
-        p = self.pending.get(agent_id)
-        if p is None:
+        obs = self.pending.get(agent_id)
+        if obs is None:
             return f"{agent_id} has no outstanding observation"
-        return rules.validate(self, self.world.agents[agent_id], p, command)
+        return rules.validate(self, obs._agent, obs, command)
 
     def answer(self, agent_id: str, command: dict[str, Any], source: str = "policy") -> None:
-        p = self.pending.get(agent_id)
-        if p is None:
+        obs = self.pending.get(agent_id)
+        if obs is None:
             raise EngineError(f"{agent_id} has no outstanding observation")
-        if p.answer is not None:
-            raise EngineError(f"{p.observation.observation_id} was already answered")
-        p.answer, p.source = command, source
-        self.outcomes[p.observation.observation_id] = ("pending", "")
+        if obs.answer is not None:
+            raise EngineError(f"{obs.observation_id} was already answered")
+        # Its outcome reads ("pending", "") until adjudication (outcome_of's default): nothing to store.
+        obs.answer, obs.source = command, source
 
     def unanswered(self) -> list[str]:
-        return [aid for aid, p in self.pending.items() if p.answer is None]
+        return [aid for aid, obs in self.pending.items() if obs.answer is None]
 
     def adjudicate(self) -> None:
         """Apply every answer of the batch, in a permutation of agent ids drawn from the seeded RNG."""
         pending = self.pending
-        for p in pending.values():
-            if p.answer is None:
+        for obs in pending.values():
+            if obs.answer is None:
                 raise EngineError(f"answers missing for {', '.join(sorted(self.unanswered()))}")
-        order = sorted(pending)
-        self.rng.shuffle(order)
+        order = list(pending)  # advance() filled it in id order: sorted already
+        if len(order) > 1:
+            if FAST_SHUFFLE:
+                _inline_shuffle(self.rng.getrandbits, order)
+            else:
+                self.rng.shuffle(order)
         t = self.time
-        if self.record:
+        record = self.record
+        if record:
             self._emit({"kind": "batch", "t": t, "order": order})
-        agents = self.world.agents
         self.decisions += len(order)
+        apply = self._apply
         for aid in order:
-            p = pending[aid]
-            if self.record:
-                self._emit({"kind": "command", "t": t, "agent": aid,
-                            "observation_id": p.observation.observation_id,
-                            "command": p.answer, "source": p.source})
-            self._apply(agents[aid], p)
-        self.pending.clear()
+            obs = pending[aid]
+            if record:
+                self._emit({"kind": "command", "t": t, "agent": aid, "observation_id": obs.observation_id,
+                            "command": obs.answer, "source": obs.source})
+            apply(obs._agent, obs)
+        pending.clear()
         self.batch = None
         self.batch_no += 1
-        self._flush_event_wakes()
-        self._check_objectives_end()
+        if self._event_wakes:
+            self._flush_event_wakes()
+        if self._all_met and self._live:
+            self._end("completed", "every objective is met")
 
     def cancel(self, reason: str = "cancelled by an operator") -> None:
         if not self.ended:
             self._end("cancelled", reason)
 
     # -- rules glue --------------------------------------------------------------------------------
-    def _apply(self, agent: Agent, p: Pending) -> None:
-        cmd = p.answer
+    def _apply(self, agent: Agent, obs: Observation) -> None:
+        cmd = obs.answer
         assert cmd is not None
-        oid = p.observation.observation_id
+        oid = obs.observation_id
         t = self.time
         if "action" in cmd:
             tool = self.tools[cmd["action"]]
             args = cmd.get("args", {})
-            err, duration, dest = rules.plan(self, agent, tool, args)
+            parsed = obs.parsed  # what validation resolved for this very command (a move's destination cell)
+            err, duration, dest = rules.plan(self, agent, tool, args,
+                                             parsed[1] if parsed is not None and parsed[0] is cmd else None)
             if err:
                 self._outcome(agent, oid, "rejected", err, tool.name, rules.conflict(self, agent, tool, args))
                 self._wake(agent, t + self.conv.tick_ms, "interrupted")
                 return
-            current = agent.lanes[tool.lane]
+            lanes = agent.lanes
+            current = lanes[tool.lane]
             if current is not None:
                 self._interrupt(agent, current, f"replaced by {tool.name} at t={t}ms")
-            if tool.durative:
+            durative = tool.durative
+            if durative:
                 self._action_token += 1
                 action = Action(agent.id, tool.lane, tool.name, args, oid, t, t + duration,
                                 self._action_token, dest)
-                agent.lanes[tool.lane] = action
-                self.sched.push(action.until, COMPLETION, agent.id, action.token)
-                self._outcome(agent, oid, "accepted", "", tool.name)
-                if self.record:
-                    self._emit({"kind": "action", "t": t, "agent": agent.id, "tool": tool.name,
-                                "until": action.until})
+                lanes[tool.lane] = action
+                heappush(self._heap, (action.until, COMPLETION, self._next_seq(), agent.id, action.token))
             else:
                 rules.apply_instant(self, agent, tool, args)
-                self._outcome(agent, oid, "accepted", "", tool.name)
+            # _accepted(agent, oid, tool.name), inline: the commonest outcome
+            self.outcomes[oid] = ("accepted", "")
+            if self.record:
+                self._emit({"kind": "outcome", "t": t, "agent": agent.id, "observation_id": oid,
+                            "outcome": "accepted", "reason": ""})
+                if durative:
+                    self._emit({"kind": "action", "t": t, "agent": agent.id, "tool": tool.name,
+                                "until": t + duration})
+            events = agent.events
+            events.append((t, oid, tool.name, "accepted", ""))
+            if len(events) > MAX_EVENTS:
+                del events[0]
+                agent.events_dropped += 1
+            if not durative:
                 self._wake(agent, t + self.conv.tick_ms, "done")
-            if not agent.busy():
+            if lanes["body"] is None and lanes["voice"] is None:
                 self._wake(agent, t + self.conv.idle_wake_ms, "idle")
             return
-        self._outcome(agent, oid, "accepted", "", None)
+        self.outcomes[oid] = ("accepted", "")
+        if self.record:
+            self._emit({"kind": "outcome", "t": t, "agent": agent.id, "observation_id": oid,
+                        "outcome": "accepted", "reason": ""})
         if "sleep_ms" in cmd:
             self._wake(agent, t + max(1, int(cmd["sleep_ms"])), "timer")
-        elif not agent.busy():
+        elif agent.lanes["body"] is None and agent.lanes["voice"] is None:
             self._wake(agent, t + self.conv.idle_wake_ms, "idle")
 
     def _complete(self, agent_id: str, token: int) -> None:
         agent = self.world.agents[agent_id]
-        for lane, action in agent.lanes.items():
+        lanes = agent.lanes
+        for lane, action in lanes.items():
             if action is not None and action.token == token:
-                agent.lanes[lane] = None
-                err = rules.finish(self, agent, action)
+                lanes[lane] = None
+                dest = action.dest
+                if dest is not None and action.tool == "move_to":
+                    # rules.finish's move, inline (the commonest completion): check on the resolved cell, then move
+                    cell = agent.cell
+                    err = None
+                    if dest == cell:
+                        err = f"you are already at {action.args['dest']}"
+                    elif dest[0] != cell[0] or (
+                            (place := self.world.cell_place.get(dest)) is not None
+                            and place == self.world.cell_place.get(cell)):
+                        err = rules.finish(self, agent, action)  # another space (a route) or the same place
+                    else:
+                        rules.move(self, agent, dest)
+                else:
+                    err = rules.finish(self, agent, action)
                 if err:
                     self._outcome(agent, action.observation_id, "interrupted", err, action.tool)
                     self._wake(agent, self.time, "interrupted")
-                else:
-                    self._outcome(agent, action.observation_id, "completed", "", action.tool)
-                    self._wake(agent, self.time, "done")
+                    return
+                # _outcome(agent, oid, "completed", "", tool), inline
+                oid, t = action.observation_id, self.time
+                self.outcomes[oid] = ("completed", "")
+                if self.record:
+                    self._emit({"kind": "outcome", "t": t, "agent": agent_id, "observation_id": oid,
+                                "outcome": "completed", "reason": ""})
+                events = agent.events
+                events.append((t, oid, action.tool, "completed", ""))
+                if len(events) > MAX_EVENTS:
+                    del events[0]
+                    agent.events_dropped += 1
+                self._wake(agent, t, "done")
                 return
 
     def _interrupt(self, agent: Agent, action: Action, reason: str) -> None:
@@ -354,48 +425,87 @@ class Simulation:
                 rec["conflict"] = conflict
             self._emit(rec)
         if tool is not None:  # the event's dict and prose are made only if the agent's events are read
-            self._tell(agent, OutcomeEvent(self.time, observation_id, tool, outcome, reason))
+            self._tell(agent, (self.time, observation_id, tool, outcome, reason))
 
     def _wake(self, agent: Agent, time: int, reason: str) -> None:
         """Schedule the agent's next wake unless an earlier one is already due."""
-        if agent.wake_time != -1:
-            if agent.wake_time < time:
+        wake_time = agent.wake_time
+        if wake_time != -1:
+            if wake_time < time:
                 return
-            if agent.wake_time == time:
+            if wake_time == time:
                 if REASON_RANK[reason] < REASON_RANK[agent.wake_reason]:
                     agent.wake_reason = reason
                 return
         agent.wake_time, agent.wake_reason = time, reason
-        agent.wake_token += 1
-        self.sched.push(time, WAKE, agent.id, agent.wake_token)
+        token = agent.wake_token = agent.wake_token + 1
+        if time == self._instant:  # due in the instant advance() is settling: nothing can cancel it now
+            self._woken.append(agent)
+            return
+        heappush(self._heap, (time, WAKE, self._next_seq(), agent.id, token))
 
     def tell_event(self, agent: Agent, event: dict[str, Any]) -> None:
         self._tell(agent, {"time": self.time, **event})
 
     @staticmethod
-    def _tell(agent: Agent, event: dict[str, Any] | OutcomeEvent) -> None:
-        """Append an event (a dict with its time, or one still to be built) to what the agent perceives next."""
+    def _tell(agent: Agent, event: dict[str, Any] | OutcomeFacts) -> None:
+        """Append an event (a dict with its time, or an outcome's facts) to what the agent perceives next."""
         events = agent.events
         events.append(event)
         if len(events) > MAX_EVENTS:
             del events[0]
             agent.events_dropped += 1
 
-    def notify_place(self, cell: Any, event: dict[str, Any], actor: str | None) -> None:
-        """Tell everyone within reach of ``cell`` (except the actor) what changed; wake the idle ones."""
+    def audience(self, cell: Any, actor: str | None) -> list[Agent]:
+        """Who is told of what happens at ``cell``: every agent within reach of it but the actor.
+
+        Callers ask first and build the event only when someone hears it or the run is recorded. The order
+        does not matter (each agent's events are its own; the wakes they cause are ordered by the scheduler).
+        """
+        w = self.world
+        place = w.cell_place.get(cell)
+        if place is None:
+            here = w.agents_at.get(cell)
+            if not here or (actor in here and len(here) == 1):
+                return []
+            out = list(here.values())
+            if actor in here:
+                out.remove(here[actor])
+            return out
+        agents_at = w.agents_at
+        out = []
+        me = None
+        for c in w.place_cells[place]:
+            here = agents_at.get(c)
+            if here:
+                out += here.values()
+                if actor in here:
+                    me = here[actor]
+        if me is not None:
+            out.remove(me)
+        return out
+
+    def notify(self, audience: list[Agent], event: dict[str, Any]) -> None:
+        """Tell ``audience`` (see :meth:`audience`) what changed, with one dict shared by all of them (events
+        are read, never changed); record it; wake the idle ones once the instant is settled."""
         # The record's kind stays "event"; what happened ("took", "arrived"...) goes in "event".
         if self.record:
             self._emit({"kind": "event", "t": self.time, "event": event["kind"],
                         **{k: v for k, v in event.items() if k != "kind"}})
-        shared = None  # one dict for every recipient (events are read, never changed)
-        agents = self.world.agents
-        for aid in self.world.agents_in_reach(cell):
-            if aid == actor:
-                continue
-            if shared is None:
-                shared = {"time": self.time, **event}
-            self._tell(agents[aid], shared)
-            self._event_wakes.append(aid)
+        if not audience:
+            return
+        shared = {"time": self.time, **event}
+        for agent in audience:
+            events = agent.events
+            events.append(shared)
+            if len(events) > MAX_EVENTS:
+                del events[0]
+                agent.events_dropped += 1
+        self._event_wakes.extend(audience)
+
+    def notify_place(self, cell: Any, event: dict[str, Any], actor: str | None) -> None:
+        """Tell everyone within reach of ``cell`` (except the actor) what changed; wake the idle ones."""
+        self.notify(self.audience(cell, actor), event)
 
     def _flush_event_wakes(self) -> None:
         """Wake, for the events of this instant, the agents that are idle once the instant is settled.
@@ -403,13 +513,12 @@ class Simulation:
         Deciding after the whole batch (not as each answer applies) keeps the adjudication order out
         of it: an agent that starts a long action in the same batch is busy, whatever the order.
         """
-        if not self._event_wakes:
-            return
         wake_at = self.time + self.conv.tick_ms
-        for aid in dict.fromkeys(self._event_wakes):
-            other = self.world.agents[aid]
-            if not other.busy() and other.wake_time != self.time:  # waking now: it sees the event anyway
-                self._wake(other, wake_at, "event")
+        now = self.time
+        for other in dict.fromkeys(self._event_wakes):  # each once, in the order they were told
+            lanes = other.lanes
+            if lanes["body"] is None and lanes["voice"] is None and other.wake_time != now:
+                self._wake(other, wake_at, "event")  # (one waking now sees the event anyway)
         self._event_wakes.clear()
 
     def deliver_message(self, to: Agent, message: dict[str, Any]) -> None:
@@ -420,6 +529,11 @@ class Simulation:
         self._wake(to, self.time + self.conv.tick_ms, "message")
 
     # -- objectives and the end ----------------------------------------------------------------------
+    def _objectives_met(self) -> bool:
+        """Every objective completed (and there is at least one): the run ends "completed"."""
+        objectives = self.objectives
+        return bool(objectives) and all(o.status == "completed" for o in objectives.values())
+
     def structure_changed(self, structure_id: str) -> None:
         s = self.world.structures[structure_id]
         for obj in self.objectives.values():
@@ -428,20 +542,16 @@ class Simulation:
             current = min(s.fields.get(obj.field, 0), obj.target)
             if current != obj.current:
                 obj.current = current
+                self._objective_views = None
                 if current >= obj.target:
                     obj.status = "completed"
-                self._emit({"kind": "objective", "t": self.time, **obj.view()})
+                    self._all_met = self._objectives_met()
+                if self.record:
+                    self._emit({"kind": "objective", "t": self.time, **obj.view()})
 
     def _check_objectives_end(self) -> None:
-        if self.ended:
-            return
-        objectives = self.objectives
-        if not objectives:
-            return
-        for o in objectives.values():  # a loop, not all(<generator>): this runs twice per batch
-            if o.status != "completed":
-                return
-        self._end("completed", "every objective is met")
+        if self._live and self._all_met:
+            self._end("completed", "every objective is met")
 
     def _deadline(self, key: str, token: Any) -> None:
         self._check_objectives_end()
@@ -453,11 +563,13 @@ class Simulation:
         obj = self.objectives[token]
         if obj.status == "pending":
             obj.status = "failed"
+            self._objective_views = None
             self._emit({"kind": "objective", "t": self.time, **obj.view()})
             self._end("failed", f"objective {obj.id} missed its deadline at {obj.deadline_ms} ms")
 
     def _end(self, status: str, reason: str) -> None:
         self.status, self.end_reason = status, reason
+        self._live = False
         self._emit({"kind": "end", "t": self.time, "status": status, "reason": reason,
                     "objectives": [o.view() for o in self.objectives.values()],
                     "decisions": self.decisions})
@@ -465,6 +577,14 @@ class Simulation:
     # -- views -------------------------------------------------------------------------------------
     def objective_views(self) -> list[dict[str, Any]]:
         return [o.view() for o in self.objectives.values()]
+
+    def shared_objective_views(self) -> list[dict[str, Any]]:
+        """``objective_views()`` made once per change of an objective and shared by the observations until the
+        next one (an observation's fields are read, never changed)."""
+        views = self._objective_views
+        if views is None:
+            views = self._objective_views = self.objective_views()
+        return views
 
     def outcome_of(self, observation_id: str) -> tuple[str, str]:
         return self.outcomes.get(observation_id, ("pending", ""))

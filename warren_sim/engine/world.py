@@ -142,13 +142,13 @@ class World:
         for sid in sorted(self.structures):
             self.structures_at.setdefault(self.structures[sid].place, []).append(sid)
         self.agents: dict[str, Agent] = {}
-        self.agents_at: dict[Cell, dict[str, None]] = {}
+        self.agents_at: dict[Cell, dict[str, Agent]] = {}  # cell -> {agent id: agent}, in arrival order
         for agent_spec in spec.agents:
             cell = self.resolve_cell(agent_spec.at, f"agent {agent_spec.id}")
             agent = Agent(agent_spec.id, agent_spec.role, agent_spec.name, agent_spec.notes, cell,
                           tools_by_role[agent_spec.role])
             self.agents[agent_spec.id] = agent
-            self.agents_at.setdefault(cell, {})[agent_spec.id] = None
+            self.agents_at.setdefault(cell, {})[agent_spec.id] = agent
         self.agent_ids = sorted(self.agents)
         self.items: dict[str, Item] = {}
         self.items_at: dict[Cell, dict[str, None]] = {}
@@ -210,7 +210,7 @@ class World:
     def move_agent(self, agent: Agent, cell: Cell) -> None:
         del self.agents_at[agent.cell][agent.id]
         agent.cell = cell
-        self.agents_at.setdefault(cell, {})[agent.id] = None
+        self.agents_at.setdefault(cell, {})[agent.id] = agent
 
     def place_of(self, cell: Cell) -> str | None:
         return self.cell_place.get(cell)
@@ -232,7 +232,8 @@ class World:
     def items_in_reach(self, cell: Cell) -> list[str]:
         """Items on the ground within reach, and items inside containers on the ground within reach."""
         out: list[str] = []
-        for c in self.reach_cells(cell):
+        place = self.cell_place.get(cell)  # reach_cells(cell), inline
+        for c in (self.place_cells[place] if place is not None else (cell,)):
             here = self.items_at.get(c)
             if here:
                 for iid in here:

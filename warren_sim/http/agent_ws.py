@@ -112,6 +112,7 @@ class AgentSession:
         self.batched_frames = False  # initialize's frames "batched": what leaves at once, one array frame
         self.outbox: list[dict[str, Any]] = []  # replies waiting for the sender (batched frames only)
         self._to_write: dict[str, Run] = {}
+        self.accepted_in: dict[str, Run | StoredRun] = {}  # runs whose journals took an accept for this reply
 
     async def send(self, message: dict[str, Any]) -> None:
         # orjson: the frames are plain JSON types; 5-10x cheaper than json.dumps for a batch of envelopes
@@ -128,6 +129,10 @@ class AgentSession:
                     raw = await websocket.receive()
                     self.last_heard = trio.current_time()
                     reply = self.handle(raw)
+                    if self.accepted_in:  # --fsync: on disk before the receipt leaves (one fsync per tick)
+                        runs, self.accepted_in = self.accepted_in, {}
+                        for run in runs.values():
+                            await run.journal.durable()
                     if reply is not None and self.batched_frames:
                         self.outbox.append(reply)  # leaves with what the request set off (the next envelopes)
                         self._poke()
@@ -257,6 +262,8 @@ class AgentSession:
         judgement = run.submit(ra, command, lease if isinstance(lease, str) else None, write=not defer)
         if defer and judgement.accept and isinstance(run, Run):
             self._to_write[run.run_id] = run
+        if judgement.accept:
+            self.accepted_in[run.run_id] = run
         if judgement.receipt is None:
             raise RunError(422, judgement.problem_detail)
         sub = self.subs.get((run.run_id, ra.agent_id))

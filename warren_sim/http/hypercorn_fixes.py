@@ -1,6 +1,6 @@
-"""Two fixes for Hypercorn 0.18's trio worker, so that connections close when they should.
+"""Fixes for Hypercorn 0.18's trio worker, so that connections close when they should.
 
-Both bugs have one cause: Hypercorn does connection-level work (re-arming the idle timer, closing the
+Fixes 1 and 2 have one cause: Hypercorn does connection-level work (re-arming the idle timer, closing the
 socket) from inside the ASGI app's task, and Quart-Trio cancels that task's nursery as soon as Hypercorn
 reports the stream closed, which happens in the same breath. Both were found by
 ``tests/test_hygiene_e2e.py``, which fails without them.
@@ -27,6 +27,12 @@ reports the stream closed, which happens in the same breath. Both were found by
    every later spectator out). The fix bounds each write: a write not taken within ``send_timeout``
    (``warren serve --send-timeout``, on the process clock) aborts the connection, which ends the handler
    and frees whatever it held.
+4. Two tasks wrote one socket at once: Hypercorn serializes data writes with the connection's send lock, but
+   closing the connection (``send_eof``, which holds trio's send-conflict detector across a checkpoint, then
+   ``aclose``) did not take it. A peer going away while a stream handler sent frame after frame (a prompt
+   spectator reconnecting on an unpaced run) made the handler's next write raise ``trio.BusyResourceError``,
+   logged as a traceback through ``stream_routes.py``. The fix makes the close take the send lock: one writer
+   per connection (``tests/test_stream_one_sender.py`` reproduces the collision on a real server).
 
 Applied by :func:`warren_sim.http.server.start_server`; idempotent. Recheck on any Hypercorn upgrade.
 """
@@ -72,7 +78,13 @@ _original_protocol_send = tcp_server.TCPServer.protocol_send
 async def _protocol_send(self: Any, event: Any) -> None:
     if isinstance(event, Closed):
         with trio.CancelScope(shield=True):
-            await self._close()
+            if self.send_lock.statistics().owner is trio.lowlevel.current_task():
+                await self._close()  # fix 3's abort, inside a write: the socket is this task's already
+            else:
+                # Fix 4: the close is a write too (send_eof): it waits for the write in progress, which is
+                # itself bounded by fix 3, so the handler's next frame cannot collide with it.
+                async with self.send_lock:
+                    await self._close()
         await self.protocol.handle(Closed())
     elif isinstance(event, RawData):
         async with self.send_lock:

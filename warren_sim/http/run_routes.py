@@ -9,10 +9,10 @@ from __future__ import annotations
 import trio
 from quart import Response, request
 
-from ..engine.records import dumps_record
 from ..protocol.converter import WireError, structure_or_error
 from ..protocol.models import RunCreate
 from ..runtime.errors import RunError
+from ..runtime.stored import journal_text_of
 from ..scenarios import list_scenarios
 from .replies import BadRequest, int_arg, json_body, reply
 from .state import WarrenApp
@@ -68,6 +68,5 @@ def register_run_routes(app: WarrenApp) -> None:
     async def journal(run_id: str) -> Response:
         run = runs().get(run_id)
         since = int_arg("since", -1, minimum=-1)  # the records after cursor `since`, as flushed to disk
-        journal = run.journal  # an ended run's is read from its file, once for this request
-        text = "".join(dumps_record(r) + "\n" for r in journal.records[since + 1:journal.flushed])
+        text = await journal_text_of(run, since)  # an ended run's file is read in a worker thread
         return Response(text, content_type="application/x-ndjson")

@@ -31,7 +31,7 @@ from ..protocol.models import problem
 from ..runtime.errors import RunError
 from ..runtime.run import Run
 from ..runtime.spectators import CONTROL_KINDS, LAGGED, TERMINAL, Subscription
-from ..runtime.stored import StoredRun
+from ..runtime.stored import StoredRun, journal_of
 from .state import WarrenApp
 
 CLOSE_NORMAL, CLOSE_TRY_AGAIN_LATER = 1000, 1013
@@ -85,6 +85,7 @@ def register_stream_routes(app: WarrenApp) -> None:
                 slot.enter_context(run.spectator_slot())  # 429 when the run has max_spectators already
             except RunError as exc:
                 return _with_retry_after(problem_response(exc.status, exc.detail), exc)
+            journal = await journal_of(run)  # an ended run's file is parsed in a worker thread
             await websocket.accept(headers={PROTOCOL_HEADER: PROTOCOL_VERSION})
             async with trio.open_nursery() as nursery:
                 # spectators have nothing to say; reading keeps a chatty client from stalling the
@@ -92,7 +93,7 @@ def register_stream_routes(app: WarrenApp) -> None:
                 nursery.start_soon(_discard_incoming)
                 # A reader that takes nothing for --send-timeout is cut where the bytes are written
                 # (http/hypercorn_fixes.py, fix 3): the send below then ends and the slot is freed.
-                with Subscription(run, since, config.spectator_queue) as sub:
+                with Subscription(run, since, config.spectator_queue, journal) as sub:
                     while (frame := await sub.next_frame()) is not None:
                         await websocket.send(dumps(frame))
                         if frame["kind"] == LAGGED:
@@ -109,17 +110,18 @@ def register_stream_routes(app: WarrenApp) -> None:
     async def events(run_id: str) -> Response:
         run = runs().get(run_id)
         header = request.headers.get("Last-Event-ID")
+        journal = None  # an ended run's file is parsed (in a worker thread) once the body holds its slot
         if header is not None and header.strip() != "":
             since = parse_cursor(header, "the Last-Event-ID header")
-            journal = run.journal
+            journal = await journal_of(run)
             if journal.closed and since == journal.flushed - 1:
                 return Response("", status=204)  # an EventSource stops reconnecting on 204
         else:
             since = parse_cursor(request.args.get("since"), "query parameter since")
         with run.spectator_slot():  # 429 now when the run has max_spectators already (held by the body)
             pass
-        sub = Subscription(run, since, config.spectator_queue)
-        body = _sse_body(run, sub, config.sse_keepalive_s, config.send_timeout_s * config.rate, app.nursery)
+        body = _sse_body(run, since, journal, config.spectator_queue, config.sse_keepalive_s,
+                         config.send_timeout_s * config.rate, app.nursery)
         response = Response(body, content_type="text/event-stream")
         response.headers["Cache-Control"] = "no-cache"
         response.headers["X-Accel-Buffering"] = "no"
@@ -155,14 +157,19 @@ async def _watch_sse_send(sending: list[float | None], timeout: float, slot: con
                 return
 
 
-async def _sse_body(run: Run | StoredRun, sub: Subscription, keepalive_s: float, send_timeout: float,
-                    nursery: trio.Nursery) -> AsyncIterator[bytes]:
+async def _sse_body(run: Run | StoredRun, since: int, journal: Any, queue_size: int, keepalive_s: float,
+                    send_timeout: float, nursery: trio.Nursery) -> AsyncIterator[bytes]:
     slot = contextlib.ExitStack()
     try:
         slot.enter_context(run.spectator_slot())
     except RunError as exc:  # the slots filled up between the route's check and the first byte
         yield f"event: error\ndata: {dumps(problem(exc.status, exc.detail))}\n\n".encode()
         return
+    try:  # the slot is held from the first byte on; an ended run's file is parsed off the event loop
+        sub = Subscription(run, since, queue_size, journal if journal is not None else await journal_of(run))
+    except BaseException:
+        slot.close()
+        raise
     sending: list[float | None] = [None]  # since when the last chunk waits to be taken (None: taken)
     watchdog = trio.CancelScope()
     nursery.start_soon(_watch_sse_send, sending, send_timeout, slot, sub, watchdog)

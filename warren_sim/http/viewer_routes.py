@@ -18,6 +18,7 @@ from quart import Response
 
 from ..runtime.errors import RunError
 from ..runtime.rebuild import observation_texts
+from ..runtime.stored import journal_of
 from .state import WarrenApp
 
 #: The page may run only its own inline script and talk only to this server: nothing from a CDN.
@@ -55,7 +56,8 @@ def register_viewer_routes(app: WarrenApp) -> None:
         run = manager().get(run_id)
         key = (run_id, observation_id)
         if key not in texts:
-            records = run.journal.records[:run.journal.flushed]
+            journal = await journal_of(run)  # an ended run's file is parsed in a worker thread
+            records = journal.records[:journal.flushed]
             if not any(r.get("kind") == "observation" and r.get("observation_id") == observation_id for r in records):
                 raise RunError(404, f"{run_id} has no observation {observation_id!r} (yet); ids look like "
                                "engineer-1#3 and come from the journal's observation records")

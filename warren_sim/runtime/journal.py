@@ -160,8 +160,8 @@ class DiskJournal:
     It has the reading side of :class:`Journal` (``records``, ``flushed``, ``closed``, ``listen``).
     """
 
-    def __init__(self, path: Path) -> None:
-        self.records = read_records(path) if path.exists() else []
+    def __init__(self, path: Path, records: list[dict[str, Any]] | None = None) -> None:
+        self.records = records if records is not None else read_records(path) if path.exists() else []
         self.flushed = len(self.records)
         self.closed = True
         self.changed = trio.Event()
@@ -174,3 +174,19 @@ class DiskJournal:
 
     def unlisten(self, listener: Any) -> None:
         pass
+
+
+async def read_disk_journal(path: Path) -> DiskJournal:
+    """An ended run's journal for one reader, parsed in a worker thread: a journal of many megabytes must not
+    hold up the event loop (every other request, every live run) while it is read."""
+    records = await trio.to_thread.run_sync(lambda: read_records(path) if path.exists() else [])
+    return DiskJournal(path, records)
+
+
+async def read_journal_text(path: Path, since: int) -> str:
+    """An ended run's journal download: the records after cursor ``since`` as NDJSON, read, parsed and
+    re-serialized in a worker thread (the same lines the live journal route sends)."""
+    def text() -> str:
+        records = read_records(path) if path.exists() else []
+        return "".join(dumps_record(r) + "\n" for r in records[since + 1:])
+    return await trio.to_thread.run_sync(text)

@@ -40,11 +40,13 @@ CONTROL_KINDS = (LAGGED, TERMINAL, GAP)
 class Subscription:
     """Frames of one run for one reader; use as a context manager so it always unregisters."""
 
-    def __init__(self, run: Run | StoredRun, since: int, queue_size: int) -> None:
+    def __init__(self, run: Run | StoredRun, since: int, queue_size: int, journal: Any = None) -> None:
+        """``journal``: what to read (an ended run's, parsed off the event loop by ``stored.journal_of``);
+        by default ``run.journal``."""
         if queue_size < 1:
             raise ValueError(f"queue_size must be >= 1, got {queue_size}")
         self.run = run
-        self.journal = run.journal
+        self.journal = run.journal if journal is None else journal
         self.queue_size = queue_size
         self.queue: deque[dict[str, Any]] = deque()
         self.started = False

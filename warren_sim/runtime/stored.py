@@ -18,11 +18,12 @@ from typing import Any
 
 import trio
 
+from ..engine.records import dumps_record
 from .errors import too_many_spectators
-from .journal import DiskJournal
+from .journal import DiskJournal, read_disk_journal, read_journal_text
 from .restore import view_path
 
-__all__ = ["StoredRun", "write_view"]
+__all__ = ["StoredRun", "journal_of", "journal_text_of", "write_view"]
 
 
 def write_view(path: Path, view: dict[str, Any]) -> None:
@@ -66,7 +67,12 @@ class StoredRun:
 
     @property
     def journal(self) -> DiskJournal:
+        """The journal parsed here, synchronously (tools and tests); request handlers use :func:`journal_of`."""
         return DiskJournal(self.path)
+
+    async def read_journal(self) -> DiskJournal:
+        """The journal for one reader, parsed in a worker thread (the event loop goes on meanwhile)."""
+        return await read_disk_journal(self.path)
 
     @contextlib.contextmanager
     def spectator_slot(self) -> Iterator[None]:
@@ -99,3 +105,19 @@ class StoredRun:
                     "receipt", "config", "error"):
             return getattr(self.rebuilt(), name)
         raise AttributeError(name)
+
+
+async def journal_of(run: Any) -> Any:
+    """What a request handler reads a run's journal from: a live run's in-memory :class:`Journal`, or an ended
+    run's file parsed off the event loop (a big journal does not stall the server's other requests)."""
+    if isinstance(run, StoredRun):
+        return await run.read_journal()
+    return run.journal
+
+
+async def journal_text_of(run: Any, since: int) -> str:
+    """The journal download (NDJSON after cursor ``since``); an ended run's is built in a worker thread."""
+    if isinstance(run, StoredRun):
+        return await read_journal_text(run.path, since)
+    journal = run.journal
+    return "".join(dumps_record(r) + "\n" for r in journal.records[since + 1:journal.flushed])
