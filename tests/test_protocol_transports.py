@@ -439,7 +439,8 @@ async def test_ws_claim_parts_make_the_envelope_cheaper_not_just_smaller(autojum
                             "briefing_revision", "observation"}
         assert list(env["observation"]) == ["busy", "you"]  # the wire order of the observation's fields
         obs = api.manager.get(run).remote["engineer-1"].envelope.obs  # the engine's lazy observation
-        assert obs._text is None and obs._affordances is None and obs._observation is None
+        made = obs._lazy or {}  # what the observation made lazily so far (text, affordances, the whole object)
+        assert not {"text", "affordances", "observation"} & set(made)
         assert set(obs.view._built) == {"busy", "you"}
         status, whole = await api.poll(run, c["lease"])
         assert status == 200 and whole["observation_id"] == env["observation_id"]
