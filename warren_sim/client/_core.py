@@ -35,7 +35,13 @@ import httpx
 
 from warren_sim.protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_HEADER, PROTOCOL_VERSION
 from warren_sim.protocol.converter import WireError, structure_or_error
-from warren_sim.protocol.models import TERMINAL_RUN_STATUSES, ClaimResponse, Receipt, RunView
+from warren_sim.protocol.models import (
+    TERMINAL_RUN_STATUSES,
+    BulkClaimResponse,
+    ClaimResponse,
+    Receipt,
+    RunView,
+)
 from warren_sim.protocol.strict_json import StrictJSONError, canonical_json, loads_strict
 
 from ._exceptions import (
@@ -310,6 +316,9 @@ class AgentState:
     run_status: str | None = None
     released: bool = False
     detached: bool = False
+    #: An envelope that came with a receipt (``submit(..., next_wait=)``), handed out by the next poll
+    #: without a request.
+    prefetched: dict[str, Any] | None = None
 
     def redeliver(self) -> None:
         """Make the next poll hand out the outstanding envelope again, even if it was delivered already."""
@@ -346,6 +355,29 @@ def claim(run_id: str, agent_id: str, lease: str | None, retry: RetryPolicy) -> 
         raise (yield from _ended(exc, run_id, retry)) from None
     got = model(json_body(response, call), ClaimResponse, call)
     return AgentState(run_id, agent_id, got.lease, got.briefing_revision, resumed=bool(lease) and got.lease == lease)
+
+
+def selector_json(agents: ControlledAgents) -> Any:
+    """Agent ids, ``"all"`` or ``{"role": ROLE}`` as the wire's selector (``controlled_agents``, bulk claims)."""
+    if agents == "all":
+        return "all"
+    if isinstance(agents, str):
+        raise TypeError(f'agents are a list of agent ids, "all" or {{"role": ROLE}}, not the string {agents!r}')
+    if isinstance(agents, Mapping):
+        return dict(agents)
+    return list(agents)
+
+
+def claim_many(run_id: str, agents: ControlledAgents, retry: RetryPolicy) -> Op[list[AgentState]]:
+    """Fresh leases on several controlled agents in one request (``POST /v1/runs/{run}/claim``, a WARREN
+    extension), all or none. Like a fresh claim, retried only while the server cannot be reached."""
+    call = Call("POST", f"/v1/runs/{quote_segment(run_id)}/claim", json={"agents": selector_json(agents)})
+    try:
+        response = yield from exchange(call, retry=retry, unsent_only=True)
+    except RunEnded as exc:
+        raise (yield from _ended(exc, run_id, retry)) from None
+    got = model(json_body(response, call), BulkClaimResponse, call)
+    return [AgentState(run_id, aid, token, got.briefing_revision) for aid, token in got.leases.items()]
 
 
 def resume(state: AgentState, retry: RetryPolicy) -> Op[None]:
@@ -400,6 +432,11 @@ def accept_briefing(state: AgentState, data: Any, where: str) -> dict[str, Any]:
 def poll(state: AgentState, wait: float, retry: RetryPolicy) -> Op[Observation | None]:
     """One long-poll: an observation not yet delivered, or None (204, or a redelivery that was dropped)."""
     redelivery = state.redelivery
+    if state.prefetched is not None and not redelivery:
+        data, state.prefetched = state.prefetched, None
+        obs = accept_envelope(state, data, "the receipt's next_observation")
+        if obs is not None:
+            return obs
     after = -1 if redelivery else state.delivered_seq
     call = Call("GET", state.path("/observations"), params={"after": after, "wait": wait, **state.auth},
                 read_timeout=wait + 15.0)
@@ -412,9 +449,14 @@ def poll(state: AgentState, wait: float, retry: RetryPolicy) -> Op[Observation |
     state.redelivery = False
     if response.status_code == 204:
         return None
-    obs = model(json_body(response, call), Observation, call)
+    return accept_envelope(state, json_body(response, call), call.describe(), redelivery)
+
+
+def accept_envelope(state: AgentState, data: Any, where: str, redelivery: bool = False) -> Observation | None:
+    """An envelope received for ``state``'s agent, or None when it was handed out already (at-least-once)."""
+    obs = model(data, Observation, where)
     if obs.agent_id != state.agent_id or obs.run_id != state.run_id:
-        raise ProtocolError(f"{call.describe()}: got an envelope for {obs.run_id}/{obs.agent_id}")
+        raise ProtocolError(f"{where}: got an envelope for {obs.run_id}/{obs.agent_id}")
     if obs.seq <= state.delivered_seq and not redelivery:
         return None  # at-least-once delivery: already handed out (dropped, not an error)
     state.delivered_seq = max(state.delivered_seq, obs.seq)
@@ -445,17 +487,32 @@ def command_body(observation: Any, command: Mapping[str, Any], command_id: str |
     return {"command_id": cid, "observation_id": observation_id, **body}
 
 
-def submit(state: AgentState, body: dict[str, Any], retry: RetryPolicy) -> Op[Receipt]:
+def submit(state: AgentState, body: dict[str, Any], retry: RetryPolicy, next_wait: float | None = None
+           ) -> Op[Receipt]:
     """POST the command; transport errors are retried with the same command_id, so an acceptance whose answer
-    was lost comes back as ``duplicate`` (the original receipt) instead of a second acceptance."""
-    call = Call("POST", state.path("/commands"), params=state.auth, json=body)
+    was lost comes back as ``duplicate`` (the original receipt) instead of a second acceptance.
+
+    With ``next_wait`` the request asks for the agent's next envelope in the same reply (``?wait=``, a WARREN
+    extension): it is kept and handed out by the next poll without a request. A server without the
+    extension leaves ``next_observation`` out, and the next poll simply asks it."""
+    params: dict[str, str | int | float] = dict(state.auth)
+    if next_wait is not None:
+        params["wait"] = next_wait
+    call = Call("POST", state.path("/commands"), params=params, json=body,
+                read_timeout=None if next_wait is None else next_wait + 15.0)
     try:
         response = yield from exchange(call, retry=retry)
     except RunEnded as exc:
         exc = yield from _ended(exc, state.run_id, retry)
         state.run_status = exc.status or "ended"
         raise exc from None
-    receipt = model(json_body(response, call), Receipt, call)
+    data = json_body(response, call)
+    if isinstance(data, dict) and "next_observation" in data:
+        data = dict(data)
+        nxt = data.pop("next_observation")
+        if nxt is not None and next_wait is not None:
+            state.prefetched = nxt
+    receipt = model(data, Receipt, call)
     if receipt.command_id != body["command_id"]:
         raise ProtocolError(f"{call.describe()}: the receipt is for {receipt.command_id!r}, "
                             f"not {body['command_id']!r}")
@@ -574,15 +631,9 @@ ControlledAgents = Iterable[str] | Mapping[str, str]
 
 def run_create_body(controlled_agents: ControlledAgents, npc_policy: str, pace: float | None,
                     decision_deadline_s: float, params: Mapping[str, Any] | None) -> dict[str, Any]:
-    selector: Any
-    if controlled_agents == "all":
-        selector = "all"
-    elif isinstance(controlled_agents, str):
+    if isinstance(controlled_agents, str) and controlled_agents != "all":
         raise TypeError(f'controlled_agents is a list of agent ids, "all" or {{"role": ROLE}}, not the string '
                         f"{controlled_agents!r}")
-    elif isinstance(controlled_agents, Mapping):
-        selector = dict(controlled_agents)
-    else:
-        selector = list(controlled_agents)
+    selector = selector_json(controlled_agents)
     return {"controlled_agents": selector, "npc_policy": npc_policy, "pace": pace,
             "decision_deadline_s": decision_deadline_s, "params": dict(params or {})}

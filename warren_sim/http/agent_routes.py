@@ -1,17 +1,32 @@
 """Agent routes over HTTP long-polling: claim, release, briefing, observations, commands, receipts.
 
-Every route but ``claim`` authenticates the ``?lease=`` token first (which refreshes its TTL); the lease
+Every route but the claims authenticates the ``?lease=`` token first (which refreshes its TTL); the lease
 rules live in :mod:`warren_sim.runtime.leases`, the verdicts in :mod:`warren_sim.protocol.verdicts`.
+
+Two extensions of warren-agent/0 cut requests, which is where HTTP's cost is (DESIGN section 12; both in
+the schemas and the OpenAPI document, docs/client.md "Fewer requests"):
+
+* ``POST /v1/runs/{run}/claim`` claims a selector's agents (ids, ``"all"``, ``{"role": ROLE}``) in one
+  request, one fresh lease each;
+* ``POST .../commands?wait=S`` answers with the receipt *and* the agent's next envelope
+  (``next_observation``), waited for up to S seconds: one request per decision instead of two. Without
+  ``wait`` the reply is the seed's receipt, byte for byte.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from quart import Response, request
 
 from ..protocol import PROTOCOL_VERSION
-from ..protocol.converter import converter
+from ..protocol.converter import WireError, converter, structure_or_error
+from ..protocol.models import BulkClaim, Receipt
 from ..runtime.errors import RunError
-from .replies import float_arg, int_arg, json_body, problem_reply, reply
+from ..runtime.leases import RemoteAgent
+from ..runtime.run import Run
+from ..runtime.stored import StoredRun
+from .replies import BadRequest, float_arg, int_arg, json_body, problem_reply, reply
 from .state import WarrenApp
 
 __all__ = ["register_agent_routes"]
@@ -21,15 +36,53 @@ def _lease() -> str | None:
     return request.args.get("lease")
 
 
+def _check_protocol_arg() -> None:
+    asked = request.args.get("protocol")
+    if asked is not None and asked != PROTOCOL_VERSION:
+        raise RunError(409, f"this server speaks {PROTOCOL_VERSION}, the claim asked for protocol={asked!r}")
+
+
+async def _next_envelope(run: Run | StoredRun, ra: RemoteAgent, receipt: Receipt, wait: float) -> dict[str, Any] | None:
+    """After an accepted (or duplicate) command: the agent's next envelope, waited for up to ``wait`` s.
+
+    None when the verdict was not an acceptance (the observation is still the agent's to answer, or a newer
+    one is: a poll says which), when nothing came in time, or when the run ended meanwhile: the receipt must
+    leave whatever happens, so a 410 or a full poll slot becomes null and the client polls as usual.
+    """
+    if receipt.status not in ("accepted", "duplicate"):
+        return None
+    record = ra.ledger.observations.get(receipt.observation_id)
+    if record is None:
+        return None
+    try:
+        return await run.wait_observation(ra, record.seq, wait)
+    except RunError:
+        return None
+
+
 def register_agent_routes(app: WarrenApp) -> None:
     runs = app.warren.runs
     config = app.warren.config
 
+    @app.route("/v1/runs/<run_id>/claim", methods=["POST"])
+    async def claim_many(run_id: str) -> Response:
+        _check_protocol_arg()
+        run = runs().get(run_id)
+        body = await json_body(required=True)
+        try:
+            selector = structure_or_error(body, BulkClaim).agents
+        except WireError as exc:
+            raise BadRequest(400, f"{exc}; send {{\"agents\": \"all\"}}, {{\"agents\": {{\"role\": ROLE}}}} or "
+                             '{"agents": [ids]}') from None
+        if run.is_ended:
+            raise RunError(410, f"{run_id} has ended with status {run.status}; it cannot be claimed")
+        assert isinstance(run, Run)
+        leases = run.claim_many(selector)
+        return reply({"leases": leases, "briefing_revision": 1})
+
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/claim", methods=["POST"])
     async def claim(run_id: str, agent_id: str) -> Response:
-        asked = request.args.get("protocol")
-        if asked is not None and asked != PROTOCOL_VERSION:
-            raise RunError(409, f"this server speaks {PROTOCOL_VERSION}, the claim asked for protocol={asked!r}")
+        _check_protocol_arg()
         run = runs().get(run_id)
         token, _ = run.claim(agent_id, _lease())
         return reply({"lease": token, "briefing_revision": 1})
@@ -59,14 +112,23 @@ def register_agent_routes(app: WarrenApp) -> None:
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/commands", methods=["POST"])
     async def submit(run_id: str, agent_id: str) -> Response:
         run = runs().get(run_id)
+        wait = None if "wait" not in request.args else min(float_arg("wait", 0.0), config.max_wait_s)
         ra = run.authenticate(agent_id, _lease())
         body = await json_body(required=True)
         judgement = run.submit(ra, body, _lease())
         if judgement.accept:
             await run.journal.durable()  # --fsync: on disk before the receipt leaves (one fsync per tick)
-        if judgement.receipt is None:
+        receipt = judgement.receipt
+        if receipt is None:
             return problem_reply(422, judgement.problem_detail)
-        return reply(converter.unstructure(judgement.receipt))
+        if wait is None:
+            return reply(converter.unstructure(receipt))
+        env = await _next_envelope(run, ra, receipt, wait)
+        if env is not None and receipt.status == "accepted":
+            receipt = run.receipt(ra, receipt.command_id)  # the batch was adjudicated: its outcome is known
+        out = converter.unstructure(receipt)
+        out["next_observation"] = env
+        return reply(out)
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/commands/<command_id>", methods=["GET"])
     async def get_receipt(run_id: str, agent_id: str, command_id: str) -> Response:

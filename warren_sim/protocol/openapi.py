@@ -139,6 +139,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                           "send the records after this cursor (-1: all); a Last-Event-ID header wins"),),
              description="The same frames as the spectator WebSocket WS /v1/runs/{run_id}/stream. A reconnect "
                          "(Last-Event-ID) to an ended run with nothing left to send gets 204."),
+    Endpoint("POST", "/v1/runs/{run_id}/claim", "claimAgents",
+             "Claim several controlled agents in one request, one fresh lease each (a WARREN extension)", 200,
+             "bulk_claim_response", (400, 404, 408, 409, 410, 413), query=(_PROTO,), body="bulk_claim",
+             body_required=True,
+             description="agents: a list of ids, \"all\" or {\"role\": ROLE}, among the run's controlled agents. "
+                         "All or none: 409 (nothing claimed) when one of them is held by a live lease or is not "
+                         "controlled; resume a held agent with its own token at POST .../agents/{agent_id}/claim. "
+                         "The run starts once every controlled agent was claimed, as with single claims."),
     Endpoint("POST", f"{_AGENT}/claim", "claimAgent", "Claim a controlled agent, or resume a live lease", 200,
              "claim_response", (404, 409, 410), query=(_LEASE, _PROTO),
              description="409 while another live lease holds the agent or when it is not controlled; 410 once "
@@ -159,8 +167,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", f"{_AGENT}/commands", "submitCommand", "Answer an observation with one command", 200,
              "receipt", (400, 401, 403, 404, 408, 409, 413, 422), leased=True, body="command",
              body_required=True,
+             query=(Param("wait", {"type": "number", "minimum": 0},
+                          "a WARREN extension: after an accepted (or duplicate) command, wait up to this many "
+                          "seconds (capped by the server) for the agent's next envelope and return it in the "
+                          "receipt's next_observation (null if none came); leave it out for the plain receipt"),),
              description="Every verdict is a 200 receipt: accepted, duplicate (the command_id was already "
-                         "accepted; the original receipt's content), rejected, stale or expired."),
+                         "accepted; the original receipt's content), rejected, stale or expired. With ?wait= the "
+                         "receipt also carries next_observation: one request per decision instead of two."),
     Endpoint("GET", f"{_AGENT}/commands/{{command_id}}", "getReceipt",
              "A command's receipt with its current outcome", 200, "receipt", (401, 403, 404, 409), leased=True),
     Endpoint("GET", "/v1/schemas", "listSchemas", "The normative JSON Schemas", 200, "schema_list", (409,)),
