@@ -2,7 +2,8 @@
 
 * ``POST /v1/runs/{run}/claim`` with ``{"agents": "all" | {"role": R} | [ids]}``: a fresh lease per agent,
   all or none, in one request;
-* ``POST .../commands?wait=S``: the receipt carries ``next_observation`` (one request per decision).
+* ``POST .../commands?wait=S``: the receipt carries ``next_observation`` (one request per decision);
+* ``POST /v1/runs/{run}/observations?wait=S``: one long-poll for several agents, each with its own lease.
 
 Every response is checked against the endpoint table and the JSON Schemas (server_helpers / sdkhelpers), and
 the seed's own rules stay in tests/test_server_protocol.py.
@@ -191,6 +192,73 @@ async def test_submit_with_wait_answers_null_when_the_run_ends(autojump_clock, t
         assert status == 200 and r["status"] == "accepted" and r["next_observation"] is None
 
 
+# --------------------------------------------------------------------------------------------- multi-poll
+
+
+async def test_multi_poll_delivers_every_agents_envelope_in_one_request(autojump_clock, tmp_path):
+    async with served(tmp_path) as api:
+        run = await api.create("warren", 1, controlled_agents="all", params={"agents": 6}, npc_policy="none",
+                               decision_deadline_s=1000)
+        _, body = await api.call("POST", f"/v1/runs/{run}/claim", {"agents": "all"})
+        leases = body["leases"]
+        status, got = await api.call("POST", f"/v1/runs/{run}/observations?wait=25", {"leases": leases})
+        assert status == 200 and [e["agent_id"] for e in got["observations"]] == list(leases)
+        assert all(e["seq"] == 0 for e in got["observations"])
+        after = {aid: 0 for aid in leases}
+        t0 = trio.current_time()
+        status, none = await api.call("POST", f"/v1/runs/{run}/observations?wait=5",
+                                      {"leases": leases, "after": after})
+        assert status == 204 and trio.current_time() - t0 == pytest.approx(5, abs=0.01)
+        remote = api.manager.runs[run].remote
+        assert all(not ra.watchers for ra in remote.values())  # a poll leaves nothing behind
+
+        out = {}
+
+        async def poll():
+            out["r"] = await api.call("POST", f"/v1/runs/{run}/observations?wait=50",
+                                      {"leases": leases, "after": after})
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(poll)
+            await trio.sleep(1)
+            for env in got["observations"]:  # answering the batch publishes the next one: the poll wakes
+                aid = env["agent_id"]
+                status, r = await api.submit(run, leases[aid], cmd(f"c-{aid}", env["observation_id"]), agent=aid)
+                assert r["status"] == "accepted"
+        status, nxt = out["r"]
+        assert status == 200 and nxt["observations"]
+        assert all(e["seq"] > 0 and e["agent_id"] in leases for e in nxt["observations"])
+        assert all(not ra.watchers for ra in remote.values())
+
+
+async def test_multi_poll_refusals_teach_and_change_nothing(autojump_clock, tmp_path):
+    async with served(tmp_path) as api:
+        run = await api.create(controlled_agents="all")
+        _, body = await api.call("POST", f"/v1/runs/{run}/claim", {"agents": "all"})
+        leases = body["leases"]
+        url = f"/v1/runs/{run}/observations?wait=1"
+        before = list(api.journal(run))
+        cases = [
+            ({"leases": {**leases, "medic-1": "l-wrong"}}, 403, "does not hold medic-1"),
+            ({"leases": {"engineer-1": ""}}, 401, "needs ?lease="),
+            ({"leases": {**leases, "nobody-1": "l-x"}}, 404, "has no agent 'nobody-1'"),
+            ({"leases": {}}, 400, "leases is empty"),
+            ({"leases": leases, "after": {"nobody-1": 0}}, 400, "not in leases"),
+            ({"leases": leases, "after": {"engineer-1": -2}}, 400, ">= -1"),
+            ({"after": {}}, 400, "leases"),
+            ({"leases": leases, "after": {"engineer-1": "0"}}, 400, "after"),
+        ]
+        for body, status, words in cases:
+            got, problem = await api.call("POST", url, body)
+            assert (got, words in problem["detail"]) == (status, True), (body, problem)
+        got, problem = await api.call("POST", f"/v1/runs/{run}/observations?wait=x", {"leases": leases})
+        assert got == 400 and "wait" in problem["detail"]
+        assert api.journal(run) == before
+        await api.call("DELETE", f"/v1/runs/{run}")
+        got, problem = await api.call("POST", url, {"leases": leases})
+        assert got == 410 and "cancelled" in problem["detail"]
+
+
 # --------------------------------------------------------------------------------------------- the SDK
 
 
@@ -254,3 +322,42 @@ async def test_sync_sdk_claim_many_and_next_wait_over_real_http(tmp_path):
 
         with trio.fail_after(30):
             assert await trio.to_thread.run_sync(blocking) == ("completed", "completed")
+
+
+async def test_sdk_poll_many_drives_many_agents_with_one_poll_per_batch(autojump_clock):
+    """claim_many + poll_many + submit: a 12-agent warren run to its end, one poll request per round."""
+    async with in_process() as env, env.client() as client:
+        run = await client.create_run("warren", 1, controlled_agents="all", npc_policy="none",
+                                      params={"agents": 12})
+        agents = await client.claim_many(run.run_id)
+        by_id = {a.agent_id: a for a in agents}
+        sol = load_scenario("warren", {"agents": 12})
+        policies = {a.agent_id: sol.make_policy("solution", a.agent_id, "forager", await a.briefing(), 1)
+                    for a in agents}
+        per_round: list[int] = []
+        with pytest.raises(RunEnded):
+            for _ in range(10_000):
+                got = await client.poll_many(agents, wait=30)
+                per_round.append(len(got))
+                for obs in got:
+                    receipt = await by_id[obs.agent_id].submit(obs, policies[obs.agent_id].decide(obs))
+                    assert receipt.status == "accepted"
+        assert (await client.get_run(run.run_id)).status == "completed"
+        polls = [s for s in env.check.statuses if s[1].endswith(f"/runs/{run.run_id}/observations")]
+        # one request a round (plus the 410 that ends it); the start batch's 12 envelopes came in one reply
+        assert len(polls) == len(per_round) + 1 and per_round[0] == 12 and sum(per_round) > len(per_round)
+        assert all(a.run_status == "completed" for a in agents)
+
+
+async def test_sync_sdk_poll_many_over_real_http(tmp_path):
+    async with real_server(tmp_path) as env:
+
+        def blocking() -> tuple[int, str]:
+            with env.sync_client() as client:
+                run = client.create_run("bridge_repair", 3, controlled_agents="all")
+                agents = client.claim_many(run.run_id, "all")
+                first = client.poll_many(agents, wait=5)
+                return len(first), client.cancel_run(run.run_id).status
+
+        with trio.fail_after(30):
+            assert await trio.to_thread.run_sync(blocking) == (3, "cancelled")

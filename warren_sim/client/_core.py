@@ -452,6 +452,55 @@ def poll(state: AgentState, wait: float, retry: RetryPolicy) -> Op[Observation |
     return accept_envelope(state, json_body(response, call), call.describe(), redelivery)
 
 
+def poll_many(states: list[AgentState], wait: float, retry: RetryPolicy) -> Op[list[Observation]]:
+    """One long-poll for several agents of one run (``POST /v1/runs/{run}/observations``, a WARREN extension):
+    the new observations among them, each handed to its agent's state as a single poll would (after=
+    its delivered seq, duplicates dropped); ``[]`` on 204. Envelopes kept from ``submit(next_wait=)`` come
+    first, without asking for them again."""
+    if not states:
+        return []
+    run_id = states[0].run_id
+    if any(st.run_id != run_id for st in states):
+        raise ValueError("poll_many polls the agents of one run; these belong to "
+                         + ", ".join(sorted({st.run_id for st in states})))
+    by_id = {st.agent_id: st for st in states}
+    kept = []
+    for st in states:
+        if st.prefetched is not None and not st.redelivery:
+            data, st.prefetched = st.prefetched, None
+            obs = accept_envelope(st, data, "the receipt's next_observation")
+            if obs is not None:
+                kept.append(obs)
+    if kept:
+        return kept
+    after = {st.agent_id: -1 if st.redelivery else st.delivered_seq for st in states}
+    call = Call("POST", f"/v1/runs/{quote_segment(run_id)}/observations", params={"wait": wait},
+                json={"leases": {st.agent_id: st.lease for st in states}, "after": after}, read_timeout=wait + 15.0)
+    try:
+        response = yield from exchange(call, (200, 204), retry)
+    except RunEnded as exc:
+        exc = yield from _ended(exc, run_id, retry)
+        for st in states:
+            st.run_status = exc.status or "ended"
+        raise exc from None
+    if response.status_code == 204:
+        return []
+    data = json_body(response, call)
+    envelopes = data.get("observations") if isinstance(data, dict) else None
+    if not isinstance(envelopes, list):
+        raise ProtocolError(f"{call.describe()}: the body must be {{\"observations\": [envelopes]}}")
+    out = []
+    for env in envelopes:
+        owner = by_id.get(str(env.get("agent_id"))) if isinstance(env, dict) else None
+        if owner is None:
+            raise ProtocolError(f"{call.describe()}: got an envelope for an agent that was not polled")
+        redelivery, owner.redelivery = owner.redelivery, False
+        obs = accept_envelope(owner, env, call.describe(), redelivery)
+        if obs is not None:
+            out.append(obs)
+    return out
+
+
 def accept_envelope(state: AgentState, data: Any, where: str, redelivery: bool = False) -> Observation | None:
     """An envelope received for ``state``'s agent, or None when it was handed out already (at-least-once)."""
     obs = model(data, Observation, where)

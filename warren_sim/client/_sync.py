@@ -4,7 +4,7 @@ client without ``await`` (drivers of :mod:`._core` over an ``httpx.Client``)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -116,6 +116,11 @@ class AgentClient:
         """Claim a controlled agent, or resume it with a saved ``lease``; ``with client.claim(...) as agent:``
         releases it when the block ends (unless ``agent.detach()`` was called)."""
         return Agent(self, self._run(core.claim(run_id, agent_id, lease, self.retry)))
+
+    def poll_many(self, agents: Sequence[Agent], wait: float = 25.0) -> list[Observation]:
+        """One long-poll for several agents of one run: their new observations, ``[]`` when none came
+        within ``wait`` s (``POST /v1/runs/{run}/observations``)."""
+        return self._run(core.poll_many([a._state for a in agents], wait, self.retry))
 
     def claim_many(self, run_id: str, agents: core.ControlledAgents = "all") -> list[Agent]:
         """Claim several controlled agents in one request (ids, ``"all"`` or ``{"role": ROLE}``), all or none:

@@ -10,7 +10,9 @@ the schemas and the OpenAPI document, docs/client.md "Fewer requests"):
   request, one fresh lease each;
 * ``POST .../commands?wait=S`` answers with the receipt *and* the agent's next envelope
   (``next_observation``), waited for up to S seconds: one request per decision instead of two. Without
-  ``wait`` the reply is the seed's receipt, byte for byte.
+  ``wait`` the reply is the seed's receipt, byte for byte;
+* ``POST /v1/runs/{run}/observations?wait=S`` long-polls several agents at once (each with its own lease
+  token, in the body): a client driving many agents holds one request, not one per agent.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from quart import Response, request
 
 from ..protocol import PROTOCOL_VERSION
 from ..protocol.converter import WireError, converter, structure_or_error
-from ..protocol.models import BulkClaim, Receipt
+from ..protocol.models import BulkClaim, MultiPoll, Receipt
 from ..runtime.errors import RunError
 from ..runtime.leases import RemoteAgent
 from ..runtime.run import Run
@@ -79,6 +81,34 @@ def register_agent_routes(app: WarrenApp) -> None:
         assert isinstance(run, Run)
         leases = run.claim_many(selector)
         return reply({"leases": leases, "briefing_revision": 1})
+
+    @app.route("/v1/runs/<run_id>/observations", methods=["POST"])
+    async def observations_many(run_id: str) -> Response:
+        run = runs().get(run_id)
+        wait = min(float_arg("wait", 0.0), config.max_wait_s)
+        body = await json_body(required=True)
+        try:
+            poll = structure_or_error(body, MultiPoll)
+        except WireError as exc:
+            raise BadRequest(400, f'{exc}; send {{"leases": {{AGENT: TOKEN, ...}}, "after": {{AGENT: SEQ, ...}}}}') \
+                from None
+        if not poll.leases:
+            raise BadRequest(400, "leases is empty; name each agent to poll with its lease token")
+        stray = [aid for aid in poll.after if aid not in poll.leases]
+        if stray:
+            raise BadRequest(400, f"after names {', '.join(map(repr, stray[:10]))}, not in leases; give each "
+                             "polled agent's lease in leases")
+        low = [aid for aid, seq in poll.after.items() if seq < -1]
+        if low:
+            raise BadRequest(400, f"after of {low[0]!r} must be >= -1 (-1: nothing received yet)")
+        wanted = [(run.authenticate(aid, token), poll.after.get(aid, -1)) for aid, token in poll.leases.items()]
+        if run.is_ended:
+            raise RunError(410, f"{run_id} has ended with status {run.status}; there will be no more observations")
+        assert isinstance(run, Run)
+        envs = await run.wait_observations(wanted, wait)
+        if not envs:
+            return Response("", status=204)
+        return reply({"observations": envs})
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/claim", methods=["POST"])
     async def claim(run_id: str, agent_id: str) -> Response:

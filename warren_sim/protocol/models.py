@@ -40,6 +40,7 @@ __all__ = [
     "AgentView",
     "BulkClaim",
     "BulkClaimResponse",
+    "MultiPoll",
     "ClaimResponse",
     "Conflict",
     "ControlledAgents",
@@ -190,6 +191,21 @@ class BulkClaimResponse:
 
     leases: dict[str, str]
     briefing_revision: int
+
+
+@attrs.frozen
+class MultiPoll:
+    """Body of ``POST /v1/runs/{run}/observations?wait=S``: one long-poll for several agents (an extension).
+
+    ``leases`` maps each agent to its own lease token; ``after`` (per agent, default -1) is the highest
+    seq already received, as the single poll's ``?after=``. Why: a client driving many agents holds one
+    request instead of one per agent, and a batch wakes one task per poll (bench/RESULTS.md "### scale").
+    """
+
+    WIRE_NAME: ClassVar[str] = "the multi-agent poll body"
+
+    leases: dict[str, str]
+    after: dict[str, int] = attrs.field(factory=dict)
 
 
 @attrs.frozen

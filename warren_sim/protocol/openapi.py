@@ -53,6 +53,7 @@ ERROR_TEXT: dict[int, str] = {
 
 NO_CONTENT = {
     "pollObservation": "No observation with seq > after came within wait seconds; poll again.",
+    "pollObservations": "No polled agent got an observation newer than its after within wait seconds; poll again.",
     "streamEvents": "The run has ended and the reconnecting reader has every record: stop reconnecting.",
 }
 
@@ -147,6 +148,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                          "All or none: 409 (nothing claimed) when one of them is held by a live lease or is not "
                          "controlled; resume a held agent with its own token at POST .../agents/{agent_id}/claim. "
                          "The run starts once every controlled agent was claimed, as with single claims."),
+    Endpoint("POST", "/v1/runs/{run_id}/observations", "pollObservations",
+             "Long-poll several agents of the run at once, each with its own lease (a WARREN extension)", 200,
+             "observation_batch", (400, 401, 403, 404, 408, 409, 410, 413, 429), body="multi_poll",
+             body_required=True, also=(204,),
+             query=(Param("wait", {"type": "number", "minimum": 0, "default": 0},
+                          "seconds to wait for at least one envelope (capped by the server); 204 when none came"),),
+             description="The body's leases authenticate (and refresh) every agent's lease; one that is missing, "
+                         "wrong or expired refuses the whole poll (401/403, naming the agent). The reply lists "
+                         "every polled agent's outstanding envelope newer than its after."),
     Endpoint("POST", f"{_AGENT}/claim", "claimAgent", "Claim a controlled agent, or resume a live lease", 200,
              "claim_response", (404, 409, 410), query=(_LEASE, _PROTO),
              description="409 while another live lease holds the agent or when it is not controlled; 410 once "

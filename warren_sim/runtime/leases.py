@@ -72,6 +72,9 @@ class RemoteAgent:
     envelope_seq: int = -1
     answered: bool = True  # the newest envelope was answered (or closed)
     changed: trio.Event = attrs.Factory(trio.Event)
+    # events of multi-agent polls waiting on this agent among others (Run.wait_observations): one event per
+    # poll, however many agents it covers, so a batch wakes one task per poll, not one per agent
+    watchers: set[trio.Event] = attrs.Factory(set)
     receipts: dict[str, Receipt] = attrs.Factory(dict)  # latest receipt per command id (all verdicts)
     observation_of_command: dict[str, str] = attrs.Factory(dict)
 
@@ -83,6 +86,9 @@ class RemoteAgent:
     def poke(self) -> None:
         self.changed.set()
         self.changed = trio.Event()
+        if self.watchers:
+            for event in self.watchers:
+                event.set()
 
 
 def _paths(run_id: str, agent_id: str) -> str:

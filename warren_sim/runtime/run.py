@@ -440,6 +440,35 @@ class Run:
                 await ra.changed.wait()
         return None
 
+    async def wait_observations(self, wanted: list[tuple[RemoteAgent, int]], wait: float) -> list[dict[str, Any]]:
+        """Several agents' outstanding envelopes (each with ``seq`` after its own ``after``), waiting up to
+        ``wait`` s for at least one; ``[]`` on timeout (``POST /v1/runs/{run}/observations``).
+
+        One task and one event wait for all of them (each agent's ``watchers``), so a batch of N agents
+        polled this way wakes N / (agents per poll) tasks. Each lease holds one of its poll slots meanwhile.
+        """
+        with contextlib.ExitStack() as slots:
+            for ra, _ in wanted:
+                slots.enter_context(poll_slot(ra, self.config.max_polls_per_lease))
+            with trio.move_on_after(wait):
+                while True:
+                    if self.is_ended:
+                        raise RunError(410, f"{self.run_id} has ended with status {self.status}"
+                                       + (f" ({self.error})" if self.error else "")
+                                       + "; there will be no more observations")
+                    ready = [env for ra, after in wanted if (env := current_envelope(ra, after)) is not None]
+                    if ready:
+                        return ready
+                    wake = trio.Event()
+                    for ra, _ in wanted:
+                        ra.watchers.add(wake)
+                    try:
+                        await wake.wait()
+                    finally:
+                        for ra, _ in wanted:
+                            ra.watchers.discard(wake)
+        return []
+
     @contextlib.contextmanager
     def spectator_slot(self) -> Iterator[None]:
         """Hold one of the run's ``max_spectators`` stream slots while a spectator is connected; 429 when full.
