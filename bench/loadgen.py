@@ -38,6 +38,7 @@ POLL_WAIT_S = 30.0
 MAX_RUNS = 10_000  # per invocation, whatever the duration
 MAX_DECISIONS_PER_AGENT = 100_000
 BULK_CHUNK = 2_000  # ids per bulk claim in scale (2,000 x ~17 bytes fits the 64 KiB body)
+POLL_GROUP = 500  # agents per multi-agent poll in scale --poll many (500 x ~60 bytes of id and lease)
 
 
 def _check_loopback(url: str) -> None:
@@ -567,43 +568,57 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
         everyone_woke = trio.Event()
         answering = trio.Semaphore(64)  # answers in flight (each may need a new connection: same backlog)
 
-        async def poll_and_answer(aid: str) -> None:
-            c, lease = client_of[aid], leases[aid]
+        async def poll_and_answer(group: list[str]) -> None:
+            """Long-poll for ``group``'s first envelopes (one GET per agent, or with --poll many one
+            POST /v1/runs/{run}/observations for the whole group), then answer each with a noop."""
+            c = client_of[group[0]]
             slot = [True]
             await connecting.acquire()
 
             async def trace(event: str, info: dict[str, Any]) -> None:
                 if event == "http11.send_request_headers.complete" and slot[0]:
                     slot[0] = False
-                    sent[0] += 1
+                    sent[0] += len(group)
                     connecting.release()
 
             try:
                 for _ in range(10):  # a 204 (the wait ran out) is retried; bounded
-                    r = await send(c, "GET", f"/v1/runs/{run_id}/agents/{aid}/observations?after=-1&wait=55"
-                                   f"&lease={lease}", extensions={"trace": trace})
+                    if len(group) == 1 and args.poll == "single":
+                        aid = group[0]
+                        r = await send(c, "GET", f"/v1/runs/{run_id}/agents/{aid}/observations?after=-1&wait=55"
+                                       f"&lease={leases[aid]}", extensions={"trace": trace})
+                    else:
+                        r = await send(c, "POST", f"/v1/runs/{run_id}/observations?wait=55",
+                                       json={"leases": {aid: leases[aid] for aid in group}},
+                                       extensions={"trace": trace})
                     if r.status_code != 204:
                         break
                 t = unix_now()
                 statuses[str(r.status_code)] = statuses.get(str(r.status_code), 0) + 1
                 if r.status_code != 200:
                     return
-                env = r.json()
-                received.append(t)
-                publish.append(env["deadline_unix"] - args.deadline_s)
+                body = r.json()
+                envs = body["observations"] if "observations" in body else [body]
+                for env in envs:
+                    received.append(t)
+                    publish.append(env["deadline_unix"] - args.deadline_s)
                 if len(received) == n:
                     log(f"scale: all {n} envelopes received, {t - min(publish):.2f} s after the batch's publication")
                     everyone_woke.set()
                 # Answer only once the whole batch is delivered: answering while envelopes are still going out
                 # would load the server and slow the very deliveries being measured.
                 await everyone_woke.wait()
-                async with answering:
-                    a = await send(c, "POST", f"/v1/runs/{run_id}/agents/{aid}/commands?lease={lease}",
-                                   json=command_body(env, {"noop": True}))
-                verdict = a.json().get("status", str(a.status_code)) if a.status_code == 200 else str(a.status_code)
-                verdicts[verdict] = verdicts.get(verdict, 0) + 1
-                if verdict == "accepted":
-                    accepted.append(unix_now())
+                for env in envs:
+                    aid = env["agent_id"]
+                    async with answering:
+                        a = await send(client_of[aid], "POST",
+                                       f"/v1/runs/{run_id}/agents/{aid}/commands?lease={leases[aid]}",
+                                       json=command_body(env, {"noop": True}))
+                    verdict = a.json().get("status", str(a.status_code)) if a.status_code == 200 \
+                        else str(a.status_code)
+                    verdicts[verdict] = verdicts.get(verdict, 0) + 1
+                    if verdict == "accepted":
+                        accepted.append(unix_now())
             except httpx.HTTPError as exc:  # counted and reported: a slow server is a result, not a crash
                 statuses[type(exc).__name__] = statuses.get(type(exc).__name__, 0) + 1
             finally:
@@ -616,8 +631,9 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
         with trio.move_on_after(args.timeout) as overall:
             async with trio.open_nursery() as nursery:
                 t1 = wall_seconds()
-                for aid in ids[:-1]:
-                    nursery.start_soon(poll_and_answer, aid)
+                size = POLL_GROUP if args.poll == "many" else 1
+                for i in range(0, n - 1, size):
+                    nursery.start_soon(poll_and_answer, ids[i:min(i + size, n - 1)])
                 # every poll request is on the wire (bounded: a third of the whole bound; a busy machine once
                 # took minutes, and measuring a batch half the polls have not reached is no measurement)
                 while sent[0] < n - 1 and wall_seconds() - t1 < args.timeout / 3:
@@ -633,7 +649,7 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
                     log(f"scale: {sent[0]} polls sent, server quiet; RSS {rss['holding_kib'] // 1024} MiB; "
                         "claiming the last agent (the batch)")
                     await claim(ids[-1])
-                    nursery.start_soon(poll_and_answer, ids[-1])
+                    nursery.start_soon(poll_and_answer, [ids[-1]])
                     with trio.move_on_after(args.timeout / 2):
                         await everyone_woke.wait()
                     woke_at = unix_now()
@@ -650,7 +666,7 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
         for c in clients:
             with trio.move_on_after(10):
                 await c.aclose()
-    return {"mode": "scale", "agents": n, "claim_s": claim_all.get("claim_s", claim_s), "claim_how": args.claim,
+    return {"mode": "scale", "poll": args.poll, "agents": n, "claim_s": claim_all.get("claim_s", claim_s), "claim_how": args.claim,
             "claim_first_n_minus_1_s": claim_s, "claim_all": claim_all,
             "not_measured": not_measured, "polls_held_after_s": hold_s, "quiet_wait_s": quiet_s,
             "polls_sent_before_batch": sent[0],
@@ -715,6 +731,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=180.0, help="scale: give up after this many seconds")
     p.add_argument("--claim", choices=("bulk", "single"), default="bulk",
                    help="scale: claim with POST /v1/runs/{run}/claim (lists of ids) or one request per agent")
+    p.add_argument("--poll", choices=("single", "many"), default="single",
+                   help="scale: one GET long-poll per agent, or POST /v1/runs/{run}/observations per 500 agents")
     p.add_argument("--deadline-s", type=float, default=DEADLINE_S, help="scale: the run's decision_deadline_s")
     args = p.parse_args(argv)
     _check_loopback(args.url)
