@@ -134,7 +134,7 @@ async def test_submit_with_wait_returns_the_next_observation(autojump_clock, tmp
         assert r["outcome"] == "accepted"  # adjudicated before the next observation existed: the outcome is known
         status, polled = await api.poll(run, lease, after=-1, wait=0)  # the same envelope a poll would give
         assert status == 200 and polled == nxt
-        # without ?wait= the receipt is the seed's, byte for byte: no next_observation key
+        # without ?wait= the receipt is the seed's: no next_observation key
         status, r = await api.call("POST", base, cmd("c1", nxt["observation_id"]))
         assert status == 200 and "next_observation" not in r and r["outcome"] == "pending"
 

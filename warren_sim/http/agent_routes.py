@@ -10,7 +10,7 @@ the schemas and the OpenAPI document, docs/client.md "Fewer requests"):
   request, one fresh lease each;
 * ``POST .../commands?wait=S`` answers with the receipt *and* the agent's next envelope
   (``next_observation``), waited for up to S seconds: one request per decision instead of two. Without
-  ``wait`` the reply is the seed's receipt, byte for byte;
+  ``wait`` the reply is the seed's receipt, unchanged;
 * ``POST /v1/runs/{run}/observations?wait=S`` long-polls several agents at once (each with its own lease
   token, in the body): a client driving many agents holds one request, not one per agent.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from quart import Response, request
 
 from ..protocol import PROTOCOL_VERSION
@@ -32,6 +33,12 @@ from .replies import BadRequest, float_arg, int_arg, json_body, problem_reply, r
 from .state import WarrenApp
 
 __all__ = ["register_agent_routes"]
+
+
+def _fast_reply(obj: Any) -> Response:
+    """A JSON reply serialized by orjson: the hot replies (envelopes, receipts, batches of envelopes) are plain
+    JSON types, and orjson makes them 5-10x cheaper than ``json.dumps`` (same JSON, compact separators)."""
+    return Response(orjson.dumps(obj), status=200, content_type="application/json")
 
 
 def _lease() -> str | None:
@@ -108,7 +115,7 @@ def register_agent_routes(app: WarrenApp) -> None:
         envs = await run.wait_observations(wanted, wait)
         if not envs:
             return Response("", status=204)
-        return reply({"observations": envs})
+        return _fast_reply({"observations": envs})
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/claim", methods=["POST"])
     async def claim(run_id: str, agent_id: str) -> Response:
@@ -137,7 +144,7 @@ def register_agent_routes(app: WarrenApp) -> None:
         env = await run.wait_observation(ra, after, wait)
         if env is None:
             return Response("", status=204)
-        return reply(env)
+        return _fast_reply(env)
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/commands", methods=["POST"])
     async def submit(run_id: str, agent_id: str) -> Response:
@@ -152,13 +159,13 @@ def register_agent_routes(app: WarrenApp) -> None:
         if receipt is None:
             return problem_reply(422, judgement.problem_detail)
         if wait is None:
-            return reply(converter.unstructure(receipt))
+            return _fast_reply(converter.unstructure(receipt))
         env = await _next_envelope(run, ra, receipt, wait)
         if env is not None and receipt.status == "accepted":
             receipt = run.receipt(ra, receipt.command_id)  # the batch was adjudicated: its outcome is known
         out = converter.unstructure(receipt)
         out["next_observation"] = env
-        return reply(out)
+        return _fast_reply(out)
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/commands/<command_id>", methods=["GET"])
     async def get_receipt(run_id: str, agent_id: str, command_id: str) -> Response:
