@@ -28,7 +28,9 @@ TARGET_S = 2.0
 
 def pytest_argv(*extra: str) -> list[str]:
     """The warp suite's command (run with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``: see ``suite_env``)."""
-    return [sys.executable, "-m", "pytest", TEST_FILE, "-k", SELECT, "-p", "no:cacheprovider", "-p", "trio", *extra]
+    return [sys.executable, "-m", "pytest", TEST_FILE, "-k", SELECT, "-p", "no:cacheprovider", "-p", "trio",
+            # the project's addopts ask for pytest-xdist (-n auto), which autoload-off does not load
+            "-o", "addopts=-q", *extra]
 
 
 def suite_env(autoload: bool = False) -> dict[str, str]:

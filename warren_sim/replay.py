@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from .engine.records import RUNTIME_KINDS
+from .engine.records import RUNTIME_KINDS, RecordsError, parse_records
 from .scenarios import ScenarioError, instantiate, load_scenario
 
 __all__ = ["RUNTIME_KINDS", "Divergence", "JournalError", "ReplayResult", "replay_journal", "replay_records"]
@@ -81,19 +81,10 @@ def read_journal(path: str | Path) -> list[dict[str, Any]]:
         raise JournalError(f"cannot read {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise JournalError(f"{path} is not UTF-8 text: {exc}") from None
-    records = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise JournalError(f"{path}:{lineno}: not a JSON record ({exc.msg}); a journal is JSON Lines, one "
-                               "record per line") from None
-        if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
-            raise JournalError(f"{path}:{lineno}: expected a JSON object with a string 'kind', got {line[:60]!r}")
-        records.append(record)
-    return records
+    try:
+        return parse_records(text, str(path))
+    except RecordsError as exc:
+        raise JournalError(str(exc)) from None
 
 
 def replay_journal(path: str | Path) -> ReplayResult:

@@ -14,11 +14,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import trio
-
-from ..http.server import is_loopback, start_server
-from ..runtime.clock import make_clock
-from ..runtime.manager import ServerConfig
 from ._common import EXIT_OK, EXIT_USAGE, UsageError, add_scenarios_option, apply_scenarios_option, subparser
 
 
@@ -62,6 +57,11 @@ def register(sub: Any) -> None:
 
 
 async def serve_main(args: argparse.Namespace) -> None:
+    import trio
+
+    from ..http.server import is_loopback, start_server
+    from ..runtime.manager import ServerConfig
+
     config = ServerConfig(lease_ttl=args.lease_ttl, data_dir=args.data_dir, max_wait_s=args.max_wait,
                           rate=args.rate, max_polls_per_lease=args.max_polls_per_lease,
                           max_spectators=args.max_spectators, max_runs=args.max_runs, max_agents=args.max_agents,
@@ -103,6 +103,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(f"{', '.join(small)} must be >= 1")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0..65535, got {args.port}")
+    # The server's stack (trio, Quart, Hypercorn) is imported here, not at the top: `warren --help` and every
+    # other subcommand start without it.
+    import trio
+
+    from ..runtime.clock import make_clock
+
     try:
         trio.run(serve_main, args, clock=make_clock(args.rate))
     except BaseExceptionGroup as group:

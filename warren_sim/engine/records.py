@@ -23,6 +23,32 @@ def dumps_record(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
+class RecordsError(ValueError):
+    """A line of a journal's text is not a JSON object; the message names the line and what a journal is."""
+
+
+def parse_records(text: str, where: str) -> list[dict[str, Any]]:
+    """The records in a journal's (or trace's) text, one JSON object per line, blank lines skipped.
+
+    The one reader of the format ``dumps_record`` writes: ``warren replay`` and ``warren report`` both call
+    it on text they read themselves (the engine does no I/O), so they accept and refuse the same files with the
+    same words. ``where`` names the file in errors.
+    """
+    records = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise RecordsError(f"{where}:{lineno}: not a JSON record ({exc.msg}); a journal is JSON Lines, one "
+                               "record per line") from None
+        if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
+            raise RecordsError(f"{where}:{lineno}: expected a JSON object with a string 'kind', got {line[:60]!r}")
+        records.append(record)
+    return records
+
+
 class TraceWriter:
     """Appends records to a stream as JSON Lines, numbering them with cursors (``warren run --trace``).
 

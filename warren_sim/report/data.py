@@ -7,11 +7,12 @@ Pure functions over the records as the journal holds them (``docs/journal.md``):
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import attrs
+
+from ..engine.records import RecordsError, parse_records
 
 
 class ReportError(ValueError):
@@ -25,17 +26,10 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ReportError(f"cannot read {path}: {exc}") from None
-    records = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ReportError(f"{path}:{lineno}: not a JSON record ({exc.msg}); a journal is JSON Lines") from None
-        if isinstance(record, dict):
-            records.append(record)
-    return records
+    try:
+        return parse_records(text, str(path))
+    except RecordsError as exc:
+        raise ReportError(str(exc)) from None
 
 
 def run_record(records: list[dict[str, Any]]) -> dict[str, Any]:

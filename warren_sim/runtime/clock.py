@@ -19,14 +19,18 @@ timestamp, not with its own ``time.time()``.
 
 import math
 import time
+from typing import TYPE_CHECKING
 
-import trio
-import trio.testing
+if TYPE_CHECKING:
+    import trio
+
+# trio is imported where it is used: `warren run`, `warren eval` and the progress display time themselves
+# with this module and must not pay trio's (and trio.testing's, which pulls in pytest) import on start-up.
 
 __all__ = ["WallMap", "make_clock", "seconds_until_unix", "unix_now", "wall_seconds"]
 
 
-def make_clock(rate: float | None) -> trio.abc.Clock | None:
+def make_clock(rate: float | None) -> "trio.abc.Clock | None":
     """The clock to pass to ``trio.run(..., clock=...)`` for a time rate.
 
     ``None`` or ``1.0`` gives ``None``: trio's own real clock. Any other positive finite rate gives a
@@ -39,6 +43,8 @@ def make_clock(rate: float | None) -> trio.abc.Clock | None:
         raise ValueError(f"clock rate must be a finite number > 0 (1 is real time), got {rate!r}")
     if rate == 1.0:
         return None
+    import trio.testing
+
     return trio.testing.MockClock(rate=float(rate))
 
 
@@ -72,6 +78,8 @@ class WallMap:
     __slots__ = ("rate", "trio0", "unix0")
 
     def __init__(self, rate: float | None = None) -> None:
+        import trio
+
         self.unix0 = time.time()
         self.trio0 = trio.current_time()
         self.rate = 1.0 if rate is None else float(rate)
@@ -91,6 +99,8 @@ class WallMap:
 
     def now_unix(self) -> float:
         """The current trio time as unix time (must be called inside trio)."""
+        import trio
+
         return self.to_unix(trio.current_time())
 
     def __repr__(self) -> str:
