@@ -20,10 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import resource
 import ssl
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -68,31 +70,42 @@ def command_body(env: dict[str, Any], decision: dict[str, Any]) -> dict[str, Any
     return {"command_id": f"c-{oid}", "observation_id": oid, **decision}
 
 
-_SOLUTION: Any = None
-_IDS: dict[int, list[str]] = {}
+_SOLUTION: dict[str, Any] = {}
+_IDS: dict[tuple[str, int], list[str]] = {}
+TRIPS_SCENARIO = "warren_trips"  # bench/scenarios/warren_trips: warren with `seeds` trips per forager
 
 
-def solution() -> Any:
-    """The ``warren`` scenario's solution module (its ``make_policy(agent_id, role, briefing)``)."""
-    global _SOLUTION
-    if _SOLUTION is None:
+def scenario_of(seeds: int) -> tuple[str, dict[str, Any]]:
+    """The scenario a mode plays and its parameters besides ``agents``: ``warren``, or with ``--seeds N``
+    the bench's ``warren_trips`` (a longer episode per agent; the server runs with ``--scenarios``)."""
+    if not seeds:
+        return "warren", {}
+    here = str(Path(__file__).resolve().parent / "scenarios")
+    if here not in os.environ.get("WARREN_SCENARIOS", "").split(os.pathsep):  # for load_scenario in this process
+        os.environ["WARREN_SCENARIOS"] = os.pathsep.join(p for p in (here, os.environ.get("WARREN_SCENARIOS")) if p)
+    return TRIPS_SCENARIO, {"seeds": seeds}
+
+
+def solution(scenario: str = "warren") -> Any:
+    """The scenario's solution module (its ``make_policy(agent_id, role, briefing)``)."""
+    if scenario not in _SOLUTION:
         from warren_sim.scenarios import load_scenario
 
-        _SOLUTION = load_scenario("warren", {"agents": 1}).solution
-    return _SOLUTION
+        _SOLUTION[scenario] = load_scenario(scenario, {"agents": 1}).solution
+    return _SOLUTION[scenario]
 
 
-def agent_ids(k: int) -> list[str]:
-    if k not in _IDS:
+def agent_ids(k: int, scenario: str = "warren") -> list[str]:
+    if (scenario, k) not in _IDS:
         from warren_sim.scenarios import load_scenario
 
-        _IDS[k] = [a.id for a in load_scenario("warren", {"agents": k}).spec.agents]
-    return _IDS[k]
+        _IDS[scenario, k] = [a.id for a in load_scenario(scenario, {"agents": k}).spec.agents]
+    return _IDS[scenario, k]
 
 
-def run_body(ids: list[str], k: int) -> dict[str, Any]:
+def run_body(ids: list[str], k: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"controlled_agents": ids, "npc_policy": "none", "pace": None, "decision_deadline_s": DEADLINE_S,
-            "params": {"agents": k}}
+            "params": {"agents": k, **(extra or {})}}
 
 
 def own_cpu_seconds() -> float:
@@ -339,6 +352,12 @@ class RpcClient:
         return box[0]["result"]
 
 
+# What the forager reads (scenarios/warren/solution.py): a WebSocket client subscribes to those observation
+# fields only (agent.claim's ``parts``), as a client of the binding that knows its policy would; the server then
+# builds no text, no affordances and no unread field for it (runtime/views.py WireEnvelope).
+WS_PARTS = ("busy", "you", "place", "objectives")
+
+
 class WsAgents:
     """Leases and policies of one run's agents; an agent's policy may arrive after its first envelope."""
 
@@ -348,7 +367,7 @@ class WsAgents:
         self.events: dict[str, trio.Event] = {}
 
     async def setup(self, rpc: RpcClient, aid: str) -> None:
-        claim = await rpc.call("agent.claim", {"run_id": self.run_id, "agent_id": aid})
+        claim = await rpc.call("agent.claim", {"run_id": self.run_id, "agent_id": aid, "parts": list(WS_PARTS)})
         brief = await rpc.call("agent.briefing", {"run_id": self.run_id, "agent_id": aid, "lease": claim["lease"]})
         self.ready[aid] = (claim["lease"], self.sol.make_policy(aid, brief["role"], brief))
         self.events.setdefault(aid, trio.Event()).set()
@@ -410,15 +429,17 @@ async def _open_rpc(nursery: trio.Nursery, url: str, tally: Tally) -> RpcClient:
 
 
 async def ws_agents(args: argparse.Namespace) -> dict[str, Any]:
-    k, sol, tally = args.agents, solution(), Tally(args.server_pid)
-    ids = agent_ids(k)
+    scenario, extra = scenario_of(args.seeds)
+    k, sol, tally = args.agents, solution(scenario), Tally(args.server_pid)
+    ids = agent_ids(k, scenario)
     one = args.connections == "one"
     url = _ws_url(args.url)
     async with http_client(args.url, 4) as http:
         window_end = trio.current_time() + args.duration
         while trio.current_time() < window_end and tally.runs < min(args.max_runs, MAX_RUNS):
             t0 = wall_seconds()
-            r = await send(http, "POST", f"/v1/runs?scenario=warren&seed={tally.runs}", json=run_body(ids, k))
+            r = await send(http, "POST", f"/v1/runs?scenario={scenario}&seed={tally.runs}",
+                           json=run_body(ids, k, extra))
             r.raise_for_status()
             run_id = r.json()["run_id"]
             tally.runs += 1
@@ -727,6 +748,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=3.0, help="seconds of load")
     p.add_argument("--server-pid", type=int, default=0, help="read this process's CPU time (and RSS for scale)")
     p.add_argument("--connections", choices=("one", "many"), default="one")
+    p.add_argument("--seeds", type=int, default=0,
+                   help="ws-agents: play bench/scenarios/warren_trips with this many seeds (trips) per forager")
     p.add_argument("--max-runs", type=int, default=MAX_RUNS)
     p.add_argument("--next-wait", action="store_true",
                    help="http-agents: each command asks for the next envelope in its reply (?wait=)")

@@ -333,8 +333,9 @@ async def test_ws_batches_envelopes_of_one_batch_and_submit_many(autojump_clock,
         assert results[2]["error"]["code"] == 403
 
 
-async def test_ws_outcomes_of_one_batch_come_in_one_frame(autojump_clock, tmp_path):
-    """Two commands of one connection settled by one adjudication: one 'outcomes' frame naming both agents."""
+async def test_ws_outcomes_of_one_batch_ride_in_the_next_observations_frame(autojump_clock, tmp_path):
+    """Two commands of one connection settled by one adjudication: both outcomes come inside the next batch's
+    observation frame (one frame for the envelope and every outcome that changed), not in frames of their own."""
     async with served(tmp_path) as api, ws_agent(api) as ws:
         run = await api.create(controlled_agents=["engineer-1", "courier-1"])
         _, a = await ws.claim(run, "engineer-1")
@@ -347,15 +348,18 @@ async def test_ws_outcomes_of_one_batch_come_in_one_frame(autojump_clock, tmp_pa
         ]})
         assert [r["receipt"]["outcome"] for r in res["results"]] == ["pending", "pending"]
         for _ in range(100):
-            batched = [f for f in ws.frames if f.get("method") == "outcomes"]
-            if batched:
+            carrying = [f for f in ws.frames if "outcomes" in f.get("params", {})]
+            if carrying:
                 break
             await trio.sleep(0.1)
-        notes = batched[0]["params"]["outcomes"]
+        (frame,) = carrying
+        assert frame["method"] == "observation"  # the next batch wakes courier-1 alone; both outcomes ride in it
+        assert frame["params"]["envelope"]["observation_id"] == "courier-1#1"
+        notes = frame["params"]["outcomes"]
         assert {n["agent_id"] for n in notes} == {"engineer-1", "courier-1"}
         assert {n["receipt"]["command_id"] for n in notes} == {"o1", "o2"}
         assert all(n["run_id"] == run and n["receipt"]["outcome"] != "pending" for n in notes)
-        assert not [f for f in ws.frames if f.get("method") == "outcome"]  # not also one frame each
+        assert not [f for f in ws.frames if f.get("method") in ("outcome", "outcomes")]  # no frames of their own
 
 
 async def test_ws_subscribe_narrows_envelopes(autojump_clock, tmp_path):

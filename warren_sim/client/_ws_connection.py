@@ -402,12 +402,9 @@ class Connection:
                 except ProtocolError as exc:
                     held.error = exc
                     held.poke()
+            self._outcomes(params.get("outcomes"))  # outcomes that changed ride in the same frame
         elif method in ("outcome", "outcomes"):
-            notes = [params] if method == "outcome" else params.get("outcomes")
-            for note in notes if isinstance(notes, list) else []:
-                held = self._held_for(note)
-                if held is not None:
-                    held.poke()  # wait_outcome wakes and reads the receipt
+            self._outcomes([params] if method == "outcome" else params.get("outcomes"))
         elif method == "run.status":
             held = self._held_for(params)
             status = params.get("status")
@@ -417,6 +414,14 @@ class Connection:
                 held.end(status, f"{held.state.run_id} has ended with status {status}"
                                  + (f" ({reason})" if reason else "") + "; there will be no more observations")
         # other notifications are ignored (forward compatible)
+
+    def _outcomes(self, notes: Any) -> None:
+        """Wake the handles whose commands changed outcome (``outcome``, ``outcomes``, or the ``outcomes`` of an
+        observation frame): ``wait_outcome`` wakes and reads the receipt."""
+        for note in notes if isinstance(notes, list) else []:
+            held = self._held_for(note)
+            if held is not None:
+                held.poke()
 
     def _held_for(self, params: Any) -> Held | None:
         """The held agent a notification (or an envelope) names by ``run_id`` and ``agent_id``."""

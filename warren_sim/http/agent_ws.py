@@ -31,13 +31,11 @@ from ..runtime.leases import RemoteAgent
 from ..runtime.manager import RunManager
 from ..runtime.run import Run
 from ..runtime.stored import StoredRun
-from ..runtime.views import current_envelope
+from ..runtime.views import current_wire
 from .state import WarrenApp
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 NOTIFICATIONS = ("observation", "observations", "outcome", "outcomes", "run.status")
-ENVELOPE_IDENTITY = ("run_id", "agent_id", "observation_id", "seq", "sim_time_ms", "reason", "deadline_unix",
-                     "briefing_revision")
 OBSERVATION_PARTS = ("agent", "time", "busy", "you", "place", "visible", "messages", "messages_dropped",
                      "events", "events_dropped", "objectives", "tools")
 PARTS = ("observation", "text", "affordances", *OBSERVATION_PARTS)
@@ -70,6 +68,17 @@ def _int_param(params: dict[str, Any], name: str, method: str) -> int:
     return value
 
 
+def _parts_param(params: dict[str, Any], method: str) -> tuple[str, ...] | None:
+    """``params.parts`` (None when absent: every part): which parts of each envelope the connection receives."""
+    parts = params.get("parts")
+    if parts is None:
+        return None
+    if not isinstance(parts, list) or not all(isinstance(p, str) for p in parts) or \
+            any(p not in PARTS for p in parts):
+        raise _bad_params(f"{method}: params.parts must be a list drawn from {', '.join(PARTS)}")
+    return tuple(parts)
+
+
 @attrs.define(eq=False)
 class Subscription:
     run: Run | StoredRun
@@ -96,6 +105,8 @@ class AgentSession:
         self.server_ping = 0
         self.initialized = False
         self.nursery: trio.Nursery | None = None
+        self._batching = False  # inside agent.submit_many: accepted verdicts are written once, at its end
+        self._to_write: dict[str, Run] = {}
 
     async def send(self, message: dict[str, Any]) -> None:
         # orjson: the frames are plain JSON types; 5-10x cheaper than json.dumps for a batch of envelopes
@@ -192,8 +203,11 @@ class AgentSession:
     def m_claim(self, params: dict[str, Any]) -> dict[str, Any]:
         run = self._run(params, "agent.claim")
         agent_id = _str_param(params, "agent_id", "agent.claim")
+        parts = _parts_param(params, "agent.claim")
         token, resumed = run.claim(agent_id, _str_param(params, "lease", "agent.claim", optional=True))
-        self._subscribe(run, run.remote[agent_id])
+        sub = self._subscribe(run, run.remote[agent_id])
+        if parts is not None:  # as agent.subscribe's parts, without a second request before the first envelope
+            sub.parts = parts
         return {"lease": token, "briefing_revision": 1, "resumed": resumed}
 
     def m_release(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -214,19 +228,19 @@ class AgentSession:
         if run.is_ended:
             raise RunError(410, f"{run.run_id} has ended with status {run.status}; there will be no more "
                            "observations")
-        parts = params.get("parts", list(PARTS))
-        if not isinstance(parts, list) or not all(isinstance(p, str) for p in parts) or \
-                any(p not in PARTS for p in parts):
-            raise _bad_params(f"params.parts must be a list drawn from {', '.join(PARTS)}")
+        parts = _parts_param(params, "agent.subscribe")
         sub = self._subscribe(run, ra, keep_seq=True)
-        sub.parts = tuple(parts)
+        sub.parts = PARTS if parts is None else parts
         return {"agent_id": ra.agent_id, "parts": list(sub.parts)}
 
     def m_submit(self, params: dict[str, Any]) -> dict[str, Any]:
         run, ra = self._authed(params, "agent.submit")
         command = params.get("command")
         lease = params.get("lease")
-        judgement = run.submit(ra, command, lease if isinstance(lease, str) else None)
+        defer = self._batching and isinstance(run, Run)  # a stored run's rebuild writes its own
+        judgement = run.submit(ra, command, lease if isinstance(lease, str) else None, write=not defer)
+        if defer and judgement.accept and isinstance(run, Run):
+            self._to_write[run.run_id] = run
         if judgement.receipt is None:
             raise RunError(422, judgement.problem_detail)
         sub = self.subs.get((run.run_id, ra.agent_id))
@@ -241,14 +255,22 @@ class AgentSession:
             raise _bad_params("agent.submit_many needs params.commands, a non-empty list of "
                               "{run_id, agent_id, lease, command}")
         out: list[dict[str, Any]] = []
-        for i, item in enumerate(items):
-            if not isinstance(item, dict):
-                out.append({"error": {"code": INVALID_PARAMS, "message": "Invalid params",
-                                      "data": {"detail": f"commands[{i}] must be an object"}}})
-                continue
-            # judged on the parsed item as agent.submit would judge it: no re-encoding, no second parse
-            reply = self.dispatch(AgentSession.m_submit, item, i)
-            out.append({"receipt": reply["result"]} if "result" in reply else {"error": reply["error"]})
+        self._batching = True
+        try:
+            for i, item in enumerate(items):
+                if not isinstance(item, dict):
+                    out.append({"error": {"code": INVALID_PARAMS, "message": "Invalid params",
+                                          "data": {"detail": f"commands[{i}] must be an object"}}})
+                    continue
+                # judged on the parsed item as agent.submit would judge it: no re-encoding, no second parse
+                reply = self.dispatch(AgentSession.m_submit, item, i)
+                out.append({"receipt": reply["result"]} if "result" in reply else {"error": reply["error"]})
+        finally:
+            self._batching = False
+            # the accepted verdicts of every command, written in one write per run before the reply leaves
+            for run in self._to_write.values():
+                run.journal.write_through()
+            self._to_write.clear()
         return {"results": out}
 
     def m_receipt(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -292,9 +314,11 @@ class AgentSession:
     async def _flush(self) -> None:
         """Send what changed for the agents that woke since the last flush (O(woken), not O(subscribed)).
 
-        Several envelopes go in one ``observations`` frame, several outcomes in one ``outcomes`` frame: a
-        frame is a socket write, and on a 64-agent connection one frame per outcome was most of the
-        server's time per decision (bench/RESULTS.md).
+        What leaves in one flush leaves in one frame where it can: several envelopes in one ``observations``
+        frame, and the outcomes that changed ride in it (``outcomes``) instead of a frame of their own; only
+        outcomes with no envelope to ride on get an ``outcome``/``outcomes`` frame. A frame is a socket write,
+        and writes were most of the server's time per decision (bench/RESULTS.md). Each envelope is built
+        for the parts its subscription asked for and serialized once (``WireEnvelope.shaped``).
         """
         woken, self.woken = self.woken, {}
         if self._rescan_all:  # a (re)claim or subscribe: look at everything once
@@ -303,14 +327,16 @@ class AgentSession:
         envelopes: list[dict[str, Any]] = []
         outcomes: list[dict[str, Any]] = []
         statuses: list[dict[str, Any]] = []
+        first_run = ""
         for sub in woken:
             if self.subs.get((sub.run.run_id, sub.agent.agent_id)) is not sub:
                 continue  # released since it woke
             run, ra = sub.run, sub.agent
-            env = current_envelope(ra, sub.last_seq)
+            env = current_wire(ra, sub.last_seq)
             if env is not None and (ra.lease is not None and ra.lease.live()):
-                sub.last_seq = env["seq"]
-                envelopes.append({"agent_id": ra.agent_id, "seq": env["seq"], "envelope": _narrow(env, sub.parts)})
+                sub.last_seq = env.seq
+                first_run = first_run or run.run_id
+                envelopes.append({"agent_id": ra.agent_id, "seq": env.seq, "envelope": env.shaped(sub.parts)})
             for cid, sent in list(sub.outcomes.items()):
                 # Compare the engine's outcome first: building a receipt for every tracked command on
                 # every wake was a third of the server's CPU per decision (bench/out/ws_profile_server.txt).
@@ -329,12 +355,17 @@ class AgentSession:
                 statuses.append(_note("run.status", {"run_id": run.run_id, "agent_id": ra.agent_id,
                                                      "seq": sub.last_seq, "status": run.status,
                                                      "detail": run.view()["result"]}))
-        if len(envelopes) == 1:
-            e = envelopes[0]
-            await self.send(_note("observation", {"run_id": e["envelope"]["run_id"], **e}))
-        elif envelopes:
-            await self.send(_note("observations", {"envelopes": envelopes}))
-        if len(outcomes) == 1:
+        if envelopes:
+            if len(envelopes) == 1:
+                e = envelopes[0]
+                params: dict[str, Any] = {"run_id": first_run, **e}
+                method = "observation"
+            else:
+                params, method = {"envelopes": envelopes}, "observations"
+            if outcomes:
+                params["outcomes"] = outcomes
+            await self.send(_note(method, params))
+        elif len(outcomes) == 1:
             await self.send(_note("outcome", outcomes[0]))
         elif outcomes:
             await self.send(_note("outcomes", {"outcomes": outcomes}))
@@ -360,23 +391,6 @@ class _Dropped(Exception):
 def _clock_ns() -> int:
     """The server's clock sample for heartbeats: the trio clock (warped under --rate), in ns."""
     return int(trio.current_time() * 1e9)
-
-
-def _narrow(env: dict[str, Any], parts: tuple[str, ...]) -> dict[str, Any]:
-    if parts == PARTS:
-        return env
-    out = {k: env[k] for k in ENVELOPE_IDENTITY}
-    if "observation" in parts:
-        out["observation"] = env["observation"]
-    else:
-        chosen = {k: v for k, v in env["observation"].items() if k in parts}
-        if chosen:
-            out["observation"] = chosen
-    if "text" in parts:
-        out["text"] = env["text"]
-    if "affordances" in parts:
-        out["affordances"] = env["affordances"]
-    return out
 
 
 def _note(method: str, params: dict[str, Any]) -> dict[str, Any]:

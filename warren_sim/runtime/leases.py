@@ -68,7 +68,7 @@ class RemoteAgent:
     agent_id: str
     ledger: AgentLedger = attrs.Factory(AgentLedger)
     lease: Lease | None = None
-    envelope: dict[str, Any] | None = None  # the newest envelope issued
+    envelope: Any = None  # the newest envelope issued (a views.WireEnvelope, built part by part)
     envelope_seq: int = -1
     answered: bool = True  # the newest envelope was answered (or closed)
     changed: trio.Event = attrs.Factory(trio.Event)

@@ -30,7 +30,7 @@ from .clock import WallMap, unix_now
 from .errors import RunError, too_many_spectators
 from .journal import Journal
 from .leases import RemoteAgent, check_lease, poll_slot, take_lease
-from .views import current_envelope, envelope_dict, receipt_with_outcome, run_view
+from .views import WireEnvelope, current_envelope, receipt_with_outcome, run_view
 
 __all__ = ["Run", "RunConfig"]
 
@@ -185,6 +185,7 @@ class Run:
                 upcoming = sim.next_time()
                 if pace is not None and upcoming is not None:
                     # sim time may not run ahead of pace x elapsed clock time: wait before advancing
+                    self.journal.flush()  # the last adjudication's records, before waiting for the clock
                     await trio.sleep_until(clock0 + upcoming / 1000 / pace)
                 batch = sim.advance()
                 self.journal.extend(sim.drain_records())
@@ -200,16 +201,21 @@ class Run:
                         self._publish(ra, obs, deadline)
                         waiting.append(obs.agent_id)
             self.journal.flush()
+            waited = False
             if waiting:
                 with trio.move_on_at(deadline):
-                    await self._wait_answers(waiting)
+                    waited = await self._wait_answers(waiting)
                 self._close_unanswered(waiting)
+            if not waited:  # nobody to wait for (NPCs, unclaimed agents): let the other tasks run
+                await trio.lowlevel.checkpoint()
             sim.adjudicate()
+            # Not flushed here: nothing waits between this and the next batch's publication, whose flush
+            # writes both batches' records in one write (and the run's end flushes the last ones).
             self.journal.extend(sim.drain_records())
-            self.journal.flush()
+            # Their outcomes changed. No checkpoint before the next batch is published: a connection's
+            # sender then wakes once for both, and the outcomes ride in the next observations frame.
             for aid in waiting:
                 self.remote[aid].poke()
-            await trio.lowlevel.checkpoint()
 
     def _reissue(self, batch: Batch, deadline: float) -> list[str]:
         """After a restart: the batch's unanswered remote agents get their envelopes again (same ids), with a
@@ -220,7 +226,7 @@ class Run:
             ra = self.remote.get(obs.agent_id)
             if ra is None:
                 continue
-            ra.envelope = envelope_dict(self.run_id, obs, self.wallmap.to_unix(deadline))
+            ra.envelope = WireEnvelope(self.run_id, obs, self.wallmap.to_unix(deadline))
             ra.envelope_seq = obs.seq
             ra.answered = obs.agent_id not in unanswered
             ra.poke()
@@ -236,13 +242,14 @@ class Run:
 
     def _publish(self, ra: RemoteAgent, obs: Observation, deadline: float) -> None:
         ra.ledger.issue(obs.observation_id, obs.seq)
-        ra.envelope = envelope_dict(self.run_id, obs, self.wallmap.to_unix(deadline))
+        # built part by part when someone receives it (views.WireEnvelope): publishing costs no prose
+        ra.envelope = WireEnvelope(self.run_id, obs, self.wallmap.to_unix(deadline))
         ra.envelope_seq = obs.seq
         ra.answered = False
         ra.poke()
 
-    async def _wait_answers(self, waiting: list[str]) -> None:
-        """Wait until no claimed agent of the batch owes an answer.
+    async def _wait_answers(self, waiting: list[str]) -> bool:
+        """Wait until no claimed agent of the batch owes an answer; True if that meant waiting at all.
 
         Answers only shrink the blocking set, so they are applied incrementally (``_answered_now``);
         the whole batch is rescanned only when leases changed (a claim, a release, a lease reaching
@@ -252,6 +259,7 @@ class Run:
         self._rescan = True
         blocking: set[str] = set()
         lease_end = math.inf
+        waited = False
         while True:
             if self._rescan:
                 self._rescan = False
@@ -263,8 +271,9 @@ class Run:
                 blocking.difference_update(self._answered_now)
                 self._answered_now.clear()
             if not blocking:
-                return
+                return waited
             wake = self.batch_changed
+            waited = True
             with trio.move_on_at(lease_end) as scope:
                 await wake.wait()
             if scope.cancelled_caught:
@@ -278,7 +287,7 @@ class Run:
             ra = self.remote[aid]
             if ra.answered:
                 continue
-            oid = ra.envelope["observation_id"] if ra.envelope else ""
+            oid = ra.envelope.observation_id if ra.envelope is not None else ""
             if self.remote[aid].claimed:
                 ra.ledger.expire(oid, "deadline")
                 source = "expired"
@@ -484,11 +493,13 @@ class Run:
         finally:
             self.spectators -= 1
 
-    def submit(self, ra: RemoteAgent, body: object, lease: str | None = None) -> Judgement:
+    def submit(self, ra: RemoteAgent, body: object, lease: str | None = None, *, write: bool = True) -> Judgement:
         """Judge a command, record the verdict, and hand an accepted one to the engine.
 
         ``lease`` is the request's token: a client that pasted it into its command does not get it echoed in
-        the verdict's detail (nor written to the journal).
+        the verdict's detail (nor written to the journal). ``write=False`` leaves the accepted verdict's write
+        to the caller, which must call ``journal.write_through()`` before any receipt leaves (WS
+        ``agent.submit_many``: one write for all the commands of one request).
         """
         aid = ra.agent_id
 
@@ -519,7 +530,7 @@ class Run:
             record["command"] = j.payload  # what a restarted server re-applies (runtime.restore)
         record["wall"] = {"unix": round(unix_now(), 3)}
         self.journal.append(record)
-        if j.accept:
+        if j.accept and write:
             self.journal.write_through()  # accepted means written: on the OS's side before the receipt leaves
         return j
 

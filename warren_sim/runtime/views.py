@@ -10,6 +10,7 @@ import math
 from typing import TYPE_CHECKING, Any, cast
 
 import attrs
+import orjson
 
 from ..engine import Observation, Simulation
 from ..protocol.converter import converter
@@ -19,9 +20,12 @@ from .leases import RemoteAgent
 if TYPE_CHECKING:
     from .run import Run
 
-__all__ = ["current_envelope", "envelope_dict", "receipt_with_outcome", "run_view"]
+__all__ = ["WireEnvelope", "current_envelope", "current_wire", "envelope_dict", "receipt_with_outcome", "run_view"]
 
 BRIEFING_REVISION = 1
+IDENTITY = ("run_id", "agent_id", "observation_id", "seq", "sim_time_ms", "reason", "deadline_unix",
+            "briefing_revision")
+WHOLE = ("observation", "text", "affordances")
 
 
 def run_view(run: Run) -> dict[str, Any]:
@@ -48,12 +52,101 @@ def envelope_dict(run_id: str, obs: Observation, deadline_unix: float) -> dict[s
     return converter.unstructure(env)
 
 
+class WireEnvelope:
+    """An envelope built part by part, when (and only when) someone receives that part, and kept.
+
+    Publishing an observation costs its identity fields only; ``text`` and ``affordances`` (most of an
+    envelope's cost: prose and every tool's choices) are built the first time a receiver asks for them, and a
+    WebSocket subscription whose ``parts`` leave them out never pays for them, nor for observation fields it
+    did not subscribe to (the engine's observation is itself lazy, field by field). Each narrowing is built
+    and serialized once per envelope and shared by every connection that subscribed to the same parts.
+
+    Safe to build late: a part is only read while the envelope is outstanding, i.e. before its batch is
+    adjudicated, when the engine's lazy observation still shows the world it was made from.
+    """
+
+    __slots__ = ("_full", "_shaped", "deadline_unix", "obs", "run_id")
+
+    def __init__(self, run_id: str, obs: Observation, deadline_unix: float) -> None:
+        self.run_id, self.obs, self.deadline_unix = run_id, obs, round(deadline_unix, 3)
+        self._full: dict[str, Any] | None = None
+        self._shaped: dict[tuple[str, ...], orjson.Fragment] = {}
+
+    @property
+    def seq(self) -> int:
+        return self.obs.seq
+
+    @property
+    def observation_id(self) -> str:
+        return self.obs.observation_id
+
+    def __getitem__(self, key: str) -> Any:  # the identity fields, as the plain envelope dict has them
+        if key == "observation_id":
+            return self.obs.observation_id
+        if key == "seq":
+            return self.obs.seq
+        return self.full()[key]
+
+    def full(self) -> dict[str, Any]:
+        """The whole envelope (HTTP's long-poll body), through the one converter: the schema's source."""
+        if self._full is None:
+            obs = self.obs
+            env = Envelope(self.run_id, obs.agent_id, obs.observation_id, obs.seq, obs.time, obs.reason,
+                           self.deadline_unix, BRIEFING_REVISION, obs.observation, obs.text, obs.affordances)
+            self._full = converter.unstructure(env)
+        return self._full
+
+    def shaped(self, parts: tuple[str, ...]) -> orjson.Fragment:
+        """The envelope narrowed to ``parts`` (``observation``, ``text``, ``affordances`` or observation fields),
+        serialized once: the same bytes for every subscriber of the same parts."""
+        got = self._shaped.get(parts)
+        if got is None:
+            got = self._shaped[parts] = orjson.Fragment(orjson.dumps(self.narrowed(parts)))
+        return got
+
+    def narrowed(self, parts: tuple[str, ...]) -> dict[str, Any]:
+        if all(p in parts for p in WHOLE):
+            return self.full()
+        if self._full is not None:
+            source = self._full
+            out = {k: source[k] for k in IDENTITY}
+        else:
+            obs = self.obs
+            # the identity in the wire order of Envelope (the converter's order, tests/test_models.py)
+            out = {"run_id": self.run_id, "agent_id": obs.agent_id, "observation_id": obs.observation_id,
+                   "seq": obs.seq, "sim_time_ms": obs.time, "reason": obs.reason,
+                   "deadline_unix": self.deadline_unix, "briefing_revision": BRIEFING_REVISION}
+        if "observation" in parts:
+            out["observation"] = self.obs.observation
+        else:
+            view = self.obs.view
+            chosen = {}
+            for k in view:  # the wire order of the observation's fields
+                if k in parts:
+                    v = view[k]
+                    chosen[k] = v.to_dict() if hasattr(v, "to_dict") else v
+            if chosen:
+                out["observation"] = chosen
+        if "text" in parts:
+            out["text"] = self.obs.text
+        if "affordances" in parts:
+            out["affordances"] = self.obs.affordances
+        return out
+
+
+def current_wire(ra: RemoteAgent, after: int) -> WireEnvelope | None:
+    """The agent's outstanding envelope (unbuilt) if its ``seq`` is after ``after``; None if nothing new."""
+    rec = ra.ledger.outstanding()
+    env = ra.envelope
+    if rec is not None and rec.seq > after and env is not None:
+        return env if isinstance(env, WireEnvelope) else None
+    return None
+
+
 def current_envelope(ra: RemoteAgent, after: int) -> dict[str, Any] | None:
     """The agent's outstanding envelope if its ``seq`` is after ``after``; None if there is nothing new to answer."""
-    rec = ra.ledger.outstanding()
-    if rec is not None and rec.seq > after and ra.envelope is not None:
-        return ra.envelope
-    return None
+    env = current_wire(ra, after)
+    return None if env is None else env.full()
 
 
 def receipt_with_outcome(sim: Simulation, receipt: Receipt) -> Receipt:
