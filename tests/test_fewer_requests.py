@@ -231,6 +231,26 @@ async def test_multi_poll_delivers_every_agents_envelope_in_one_request(autojump
         assert all(not ra.watchers for ra in remote.values())
 
 
+async def test_multi_poll_parts_narrow_the_envelopes_and_spare_building_the_rest(autojump_clock, tmp_path):
+    async with served(tmp_path) as api:
+        run = await api.create("warren", 1, controlled_agents="all", params={"agents": 4}, npc_policy="none")
+        _, body = await api.call("POST", f"/v1/runs/{run}/claim", {"agents": "all"})
+        leases = body["leases"]
+        status, got = await api.call("POST", f"/v1/runs/{run}/observations?wait=5",
+                                     {"leases": leases, "parts": ["you", "place"]})
+        assert status == 200 and len(got["observations"]) == 4
+        for env in got["observations"]:
+            assert set(env["observation"]) == {"you", "place"} and "text" not in env and "affordances" not in env
+        remote = api.manager.runs[run].remote
+        assert all(ra.envelope._full is None for ra in remote.values())  # the whole envelope was never built
+        aid = next(iter(leases))
+        status, whole = await api.poll(run, leases[aid], agent=aid)  # the single poll still gets all of it
+        assert status == 200 and whole["text"] and whole["observation"]["you"] == got["observations"][0]["observation"]["you"]
+        for parts in ([], ["colour"], "text"):
+            status, problem = await api.call("POST", f"/v1/runs/{run}/observations", {"leases": leases, "parts": parts})
+            assert status == 400 and "parts" in problem["detail"], problem
+
+
 async def test_multi_poll_refusals_teach_and_change_nothing(autojump_clock, tmp_path):
     async with served(tmp_path) as api:
         run = await api.create(controlled_agents="all")
@@ -356,7 +376,8 @@ async def test_sync_sdk_poll_many_over_real_http(tmp_path):
             with env.sync_client() as client:
                 run = client.create_run("bridge_repair", 3, controlled_agents="all")
                 agents = client.claim_many(run.run_id, "all")
-                first = client.poll_many(agents, wait=5)
+                first = client.poll_many(agents, wait=5, parts=["observation"])
+                assert all(obs.text == "" and obs.affordances == [] and obs.observation["agent"] for obs in first)
                 return len(first), client.cancel_run(run.run_id).status
 
         with trio.fail_after(30):

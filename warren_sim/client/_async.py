@@ -146,11 +146,13 @@ class AsyncAgentClient:
         states = await self._run(core.claim_many(run_id, agents, self.retry))
         return [AsyncAgent(self, state) for state in states]
 
-    async def poll_many(self, agents: Sequence[AsyncAgent], wait: float = 25.0) -> list[Observation]:
+    async def poll_many(self, agents: Sequence[AsyncAgent], wait: float = 25.0,
+                        parts: Iterable[str] | None = None) -> list[Observation]:
         """One long-poll for several agents of one run (up to ``wait`` s): their new observations, ``[]``
         when none came (``POST /v1/runs/{run}/observations``, a WARREN extension; ~800 agents a request fit
-        the 64 KiB body). Each agent's handle keeps its place as with ``agent.poll``."""
-        return await self._run(core.poll_many([a._state for a in agents], wait, self.retry))
+        the 64 KiB body). Each agent's handle keeps its place as with ``agent.poll``. ``parts`` (e.g.
+        ``["observation"]``) narrows the envelopes, sparing the server what is left out."""
+        return await self._run(core.poll_many([a._state for a in agents], wait, self.retry, parts))
 
     async def _new_agent(self, run_id: str, agent_id: str, lease: str | None) -> AsyncAgent:
         return AsyncAgent(self, await self._run(core.claim(run_id, agent_id, lease, self.retry)))

@@ -60,6 +60,9 @@ from ._models import Observation
 
 T = TypeVar("T")
 
+#: The envelope's fields in wire order (a narrowed envelope is completed with empty parts in this order).
+ENVELOPE_FIELDS = ("run_id", "agent_id", "observation_id", "seq", "sim_time_ms", "reason", "deadline_unix",
+                   "briefing_revision", "observation", "text", "affordances")
 #: Outcomes after which a command's outcome can still change (``wait_outcome`` waits past them by default).
 PENDING_OUTCOMES = frozenset({"pending"})
 #: Receipt statuses that mean "the server has accepted this command" (``duplicate``: accepted earlier).
@@ -452,11 +455,13 @@ def poll(state: AgentState, wait: float, retry: RetryPolicy) -> Op[Observation |
     return accept_envelope(state, json_body(response, call), call.describe(), redelivery)
 
 
-def poll_many(states: list[AgentState], wait: float, retry: RetryPolicy) -> Op[list[Observation]]:
+def poll_many(states: list[AgentState], wait: float, retry: RetryPolicy, parts: Iterable[str] | None = None
+              ) -> Op[list[Observation]]:
     """One long-poll for several agents of one run (``POST /v1/runs/{run}/observations``, a WARREN extension):
     the new observations among them, each handed to its agent's state as a single poll would (after=
     its delivered seq, duplicates dropped); ``[]`` on 204. Envelopes kept from ``submit(next_wait=)`` come
-    first, without asking for them again."""
+    first, without asking for them again. ``parts`` narrows the envelopes (the server then spares building
+    what is left out); a part left out reads as empty (``text ""``, ``affordances []``, ``observation {}``)."""
     if not states:
         return []
     run_id = states[0].run_id
@@ -474,8 +479,11 @@ def poll_many(states: list[AgentState], wait: float, retry: RetryPolicy) -> Op[l
     if kept:
         return kept
     after = {st.agent_id: -1 if st.redelivery else st.delivered_seq for st in states}
-    call = Call("POST", f"/v1/runs/{quote_segment(run_id)}/observations", params={"wait": wait},
-                json={"leases": {st.agent_id: st.lease for st in states}, "after": after}, read_timeout=wait + 15.0)
+    body: dict[str, Any] = {"leases": {st.agent_id: st.lease for st in states}, "after": after}
+    if parts is not None:
+        body["parts"] = list(parts)
+    call = Call("POST", f"/v1/runs/{quote_segment(run_id)}/observations", params={"wait": wait}, json=body,
+                read_timeout=wait + 15.0)
     try:
         response = yield from exchange(call, (200, 204), retry)
     except RunEnded as exc:
@@ -495,6 +503,9 @@ def poll_many(states: list[AgentState], wait: float, retry: RetryPolicy) -> Op[l
         if owner is None:
             raise ProtocolError(f"{call.describe()}: got an envelope for an agent that was not polled")
         redelivery, owner.redelivery = owner.redelivery, False
+        if parts is not None:
+            env = {"observation": {}, "text": "", "affordances": [], **env}
+            env = {k: env[k] for k in ENVELOPE_FIELDS if k in env}
         obs = accept_envelope(owner, env, call.describe(), redelivery)
         if obs is not None:
             out.append(obs)

@@ -117,10 +117,11 @@ class AgentClient:
         releases it when the block ends (unless ``agent.detach()`` was called)."""
         return Agent(self, self._run(core.claim(run_id, agent_id, lease, self.retry)))
 
-    def poll_many(self, agents: Sequence[Agent], wait: float = 25.0) -> list[Observation]:
+    def poll_many(self, agents: Sequence[Agent], wait: float = 25.0, parts: Iterable[str] | None = None
+                  ) -> list[Observation]:
         """One long-poll for several agents of one run: their new observations, ``[]`` when none came
         within ``wait`` s (``POST /v1/runs/{run}/observations``)."""
-        return self._run(core.poll_many([a._state for a in agents], wait, self.retry))
+        return self._run(core.poll_many([a._state for a in agents], wait, self.retry, parts))
 
     def claim_many(self, run_id: str, agents: core.ControlledAgents = "all") -> list[Agent]:
         """Claim several controlled agents in one request (ids, ``"all"`` or ``{"role": ROLE}``), all or none:

@@ -29,6 +29,7 @@ from ..runtime.errors import RunError
 from ..runtime.leases import RemoteAgent
 from ..runtime.run import Run
 from ..runtime.stored import StoredRun
+from .agent_ws import PARTS
 from .replies import BadRequest, float_arg, int_arg, json_body, problem_reply, reply
 from .state import WarrenApp
 
@@ -108,6 +109,10 @@ def register_agent_routes(app: WarrenApp) -> None:
         low = [aid for aid, seq in poll.after.items() if seq < -1]
         if low:
             raise BadRequest(400, f"after of {low[0]!r} must be >= -1 (-1: nothing received yet)")
+        parts = None if poll.parts is None else tuple(poll.parts)
+        if parts is not None and (not parts or any(p not in PARTS for p in parts)):
+            raise BadRequest(400, f"parts must be a non-empty list drawn from {', '.join(PARTS)}, got {poll.parts!r}; "
+                             "leave it out for whole envelopes")
         wanted = [(run.authenticate(aid, token), poll.after.get(aid, -1)) for aid, token in poll.leases.items()]
         if run.is_ended:
             raise RunError(410, f"{run_id} has ended with status {run.status}; there will be no more observations")
@@ -115,7 +120,8 @@ def register_agent_routes(app: WarrenApp) -> None:
         envs = await run.wait_observations(wanted, wait)
         if not envs:
             return Response("", status=204)
-        return _fast_reply({"observations": envs})
+        # each envelope built (and, narrowed, serialized) once, whoever else receives it
+        return _fast_reply({"observations": [env.full() if parts is None else env.shaped(parts) for env in envs]})
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/claim", methods=["POST"])
     async def claim(run_id: str, agent_id: str) -> Response:

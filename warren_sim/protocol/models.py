@@ -198,7 +198,9 @@ class MultiPoll:
     """Body of ``POST /v1/runs/{run}/observations?wait=S``: one long-poll for several agents (an extension).
 
     ``leases`` maps each agent to its own lease token; ``after`` (per agent, default -1) is the highest
-    seq already received, as the single poll's ``?after=``. Why: a client driving many agents holds one
+    seq already received, as the single poll's ``?after=``; ``parts`` narrows each envelope as the WebSocket
+    binding's ``agent.subscribe`` does (leaving out ``text`` and ``affordances`` spares building them). Why: a
+    client driving many agents holds one
     request instead of one per agent, and a batch wakes one task per poll (bench/RESULTS.md "### scale").
     """
 
@@ -206,6 +208,7 @@ class MultiPoll:
 
     leases: dict[str, str]
     after: dict[str, int] = attrs.field(factory=dict)
+    parts: list[str] | None = None
 
 
 @attrs.frozen

@@ -156,7 +156,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                           "seconds to wait for at least one envelope (capped by the server); 204 when none came"),),
              description="The body's leases authenticate (and refresh) every agent's lease; one that is missing, "
                          "wrong or expired refuses the whole poll (401/403, naming the agent). The reply lists "
-                         "every polled agent's outstanding envelope newer than its after."),
+                         "every polled agent's outstanding envelope newer than its after, narrowed to the body's "
+                         "parts when it names them (as the WebSocket binding's agent.subscribe)."),
     Endpoint("POST", f"{_AGENT}/claim", "claimAgent", "Claim a controlled agent, or resume a live lease", 200,
              "claim_response", (404, 409, 410), query=(_LEASE, _PROTO),
              description="409 while another live lease holds the agent or when it is not controlled; 410 once "

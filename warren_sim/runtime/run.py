@@ -30,7 +30,7 @@ from .clock import WallMap, unix_now
 from .errors import RunError, too_many_spectators
 from .journal import Journal
 from .leases import RemoteAgent, check_lease, poll_slot, take_lease
-from .views import WireEnvelope, current_envelope, receipt_with_outcome, run_view
+from .views import WireEnvelope, current_envelope, current_wire, receipt_with_outcome, run_view
 
 __all__ = ["Run", "RunConfig"]
 
@@ -449,7 +449,7 @@ class Run:
                 await ra.changed.wait()
         return None
 
-    async def wait_observations(self, wanted: list[tuple[RemoteAgent, int]], wait: float) -> list[dict[str, Any]]:
+    async def wait_observations(self, wanted: list[tuple[RemoteAgent, int]], wait: float) -> list[WireEnvelope]:
         """Several agents' outstanding envelopes (each with ``seq`` after its own ``after``), waiting up to
         ``wait`` s for at least one; ``[]`` on timeout (``POST /v1/runs/{run}/observations``).
 
@@ -465,7 +465,7 @@ class Run:
                         raise RunError(410, f"{self.run_id} has ended with status {self.status}"
                                        + (f" ({self.error})" if self.error else "")
                                        + "; there will be no more observations")
-                    ready = [env for ra, after in wanted if (env := current_envelope(ra, after)) is not None]
+                    ready = [env for ra, after in wanted if (env := current_wire(ra, after)) is not None]
                     if ready:
                         return ready
                     wake = trio.Event()
