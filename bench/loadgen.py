@@ -609,8 +609,10 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
                         r = await send(c, "GET", f"/v1/runs/{run_id}/agents/{aid}/observations?after=-1&wait=55"
                                        f"&lease={leases[aid]}", extensions={"trace": trace})
                     else:
-                        r = await send(c, "POST", f"/v1/runs/{run_id}/observations?wait=55",
-                                       json={"leases": {aid: leases[aid] for aid in group}},
+                        body: dict[str, Any] = {"leases": {aid: leases[aid] for aid in group}}
+                        if args.parts:
+                            body["parts"] = args.parts.split(",")
+                        r = await send(c, "POST", f"/v1/runs/{run_id}/observations?wait=55", json=body,
                                        extensions={"trace": trace})
                     if r.status_code != 204:
                         break
@@ -629,6 +631,8 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
                 # Answer only once the whole batch is delivered: answering while envelopes are still going out
                 # would load the server and slow the very deliveries being measured.
                 await everyone_woke.wait()
+                if args.poll == "many" and len(group) > 1:
+                    return  # the multi-poll passes measure the wake only: answering is the single pass's
                 for env in envs:
                     aid = env["agent_id"]
                     async with answering:
@@ -690,7 +694,7 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
         for c in clients:
             with trio.move_on_after(10):
                 await c.aclose()
-    return {"mode": "scale", "poll": args.poll, "agents": n, "claim_s": claim_all.get("claim_s", claim_s), "claim_how": args.claim,
+    return {"mode": "scale", "poll": args.poll, "parts": args.parts, "agents": n, "claim_s": claim_all.get("claim_s", claim_s), "claim_how": args.claim,
             "claim_first_n_minus_1_s": claim_s, "claim_all": claim_all,
             "not_measured": not_measured, "polls_held_after_s": hold_s, "quiet_wait_s": quiet_s,
             "polls_sent_before_batch": sent[0],
@@ -759,6 +763,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="scale: claim with POST /v1/runs/{run}/claim (lists of ids) or one request per agent")
     p.add_argument("--poll", choices=("single", "many"), default="single",
                    help="scale: one GET long-poll per agent, or POST /v1/runs/{run}/observations per 500 agents")
+    p.add_argument("--parts", default="", help="scale --poll many: narrow the envelopes to these parts (a,b,...)")
     p.add_argument("--deadline-s", type=float, default=DEADLINE_S, help="scale: the run's decision_deadline_s")
     args = p.parse_args(argv)
     _check_loopback(args.url)

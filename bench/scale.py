@@ -10,7 +10,9 @@
    envelope; every agent then answers with a noop. Server memory: ``VmRSS`` while the polls are held and
    after the batch, ``VmHWM`` (peak). Target < 1 GiB. A second pass holds the same N agents with
    multi-agent polls (``POST /v1/runs/{run}/observations``, 500 agents a request: 20 requests) and measures
-   the same wake latency: what a client driving many agents over HTTP gets with the extension.
+   the same wake latency: what a client driving many agents over HTTP gets with the extension; a third
+   pass asks for ``parts: ["observation"]`` (no ``text``, no ``affordances``: what an RL-style client needs).
+   The multi-poll passes measure the wake only (no answers).
 2. Headless: ``warren run warren --param agents=M --quiet`` in a subprocess; its peak RSS is the
    ``ru_maxrss`` of that child (``os.wait4``: the rusage of RUSAGE_CHILDREN, for that child alone) and its
    decisions/s the one it prints. Target < 2 GiB.
@@ -59,7 +61,7 @@ LOAD_BOUND_S = 400  # the load process's own bound (it says "not_measured" rathe
 HEADLESS_BOUND_S = 900.0  # the 100,000-agent headless run takes ~1-2 min quiet; killed (and said) past this
 
 
-def served(n: int, profile_to: Path | None = None, poll: str = "single") -> dict[str, Any]:
+def served(n: int, profile_to: Path | None = None, poll: str = "single", parts: str = "") -> dict[str, Any]:
     spec = json.dumps({"scenario": "warren", "agents": n, "decision_deadline_s": DEADLINE_S})
     prefix = [sys.executable]
     if profile_to is not None:
@@ -72,7 +74,7 @@ def served(n: int, profile_to: Path | None = None, poll: str = "single") -> dict
         run_id = line.split()[1]
         rss_idle = proc_status_kib(server.pid, "VmRSS")
         r = loadgen("scale", "--url", server.url, "--agents", str(n), "--run", run_id, "--server-pid",
-                    str(server.pid), "--timeout", str(LOAD_BOUND_S), "--poll", poll,
+                    str(server.pid), "--timeout", str(LOAD_BOUND_S), "--poll", poll, "--parts", parts,
                     "--deadline-s", str(DEADLINE_S), timeout=LOAD_BOUND_S + 200)
     r["server_rss"]["created_run_kib"] = rss_idle  # peak_kib: read by the load process before its claim-all run
     return r
@@ -112,6 +114,7 @@ def run(opts: Options) -> dict[str, Any]:
     m = 10_000 if opts.quick else 100_000
     s = served(n)
     many = served(n, poll="many")
+    narrow = served(n, poll="many", parts="observation")
     h = headless(m)
     if h["exit"] != 0:
         print(f"headless run not measured: warren run warren --param agents={m} exited {h['exit']} after "
@@ -119,6 +122,7 @@ def run(opts: Options) -> dict[str, Any]:
     rss = s["server_rss"]
     lat = s["wake_latency_ms"]
     lat_many = many["wake_latency_ms"]
+    lat_narrow = narrow["wake_latency_ms"]
     print_table(f"scale: {n:,} long-polls held by one server", ["measure", "value"], [
         ["agents claimed, long-polling", f"{s['agents']:,}"],
         [f"claiming {n:,} agents, one {{\"agents\": \"all\"}} request", f"{s['claim_s']:.2f} s"],
@@ -138,6 +142,9 @@ def run(opts: Options) -> dict[str, Any]:
          f"{fmt_num(lat_many['p50'])} / {fmt_num(lat_many['p99'])} / {fmt_num(lat_many['max'])} ms "
          f"(n={lat_many['n']:,})" + (f" NOT MEASURED: {many['not_measured']}" if many.get("not_measured") else "")],
         ["multi-agent polls: server peak RSS", f"{many['server_rss']['peak_kib'] / 1024:,.0f} MiB"],
+        ["multi-agent polls, parts [\"observation\"] (no text, affordances): wake p50 / p99 / max",
+         f"{fmt_num(lat_narrow['p50'])} / {fmt_num(lat_narrow['p99'])} / {fmt_num(lat_narrow['max'])} ms "
+         f"(n={lat_narrow['n']:,})"],
         ["transport retries (closed keep-alives)", ", ".join(f"{k}: {v:,}" for k, v in
                                                             s["transport_retries"].items()) or "none"],
     ], note="one measurement (no repeats): each takes tens of seconds to minutes"
@@ -158,9 +165,12 @@ def run(opts: Options) -> dict[str, Any]:
                       if lat["n"] == n else float("inf"), "<", 1000.0, " ms"),
                target(f"wake latency p99, {n:,} envelopes to multi-agent polls ({POLL_GROUP} agents each)",
                       lat_many["p99"] if lat_many["n"] == n else float("inf"), "<", 1000.0, " ms"),
+               target("wake latency p99, the same with parts [observation] (no text, affordances)",
+                      lat_narrow["p99"] if lat_narrow["n"] == n else float("inf"), "<", 1000.0, " ms"),
                target(f"claiming {n:,} agents (one bulk claim)", s["claim_s"], "<", 3.0, " s")]
     targets_table(targets)
-    out: dict[str, Any] = {"served": s, "served_multi_poll": many, "headless": h, "targets": targets}
+    out: dict[str, Any] = {"served": s, "served_multi_poll": many, "served_multi_poll_observation": narrow,
+                           "headless": h, "targets": targets}
     if opts.profile:  # where the served time goes: claims, publishing, answering (a separate, smaller pass:
         opts.out.mkdir(parents=True, exist_ok=True)  # profiling slows the server down several times)
         path = opts.out / "scale_profile_server.txt"
