@@ -663,11 +663,11 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
                 # minutes, and measuring a batch half the polls have not reached is no measurement)
                 while sent[0] < n - 1 and wall_seconds() - t1 < args.timeout / 2:
                     await trio.sleep(0.05)
-                if sent[0] < n - 1:
+                if sent[0] < 0.9 * (n - 1):
                     not_measured = f"only {sent[0]:,} of {n - 1:,} long-polls were sent within {args.timeout / 2:.0f} s"
                     log(f"scale: not measured: {not_measured}")
                     nursery.cancel_scope.cancel()
-                else:
+                else:  # all of them, or nearly: the batch is measured, the missing polls counted and reported
                     quiet_s = await wait_quiet(args.server_pid, limit_s=60.0)  # ... and parked in the server
                     hold_s = wall_seconds() - t1
                     rss["holding_kib"] = proc_status_kib(args.server_pid, "VmRSS")
