@@ -214,24 +214,26 @@ async def send(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) 
 
 # -- HTTP agents ---------------------------------------------------------------------------------------
 async def http_agents(args: argparse.Namespace) -> dict[str, Any]:
-    k, sol, tally = args.agents, solution(), Tally(args.server_pid)
-    ids = agent_ids(k)
+    scenario, extra = scenario_of(args.seeds)
+    k, sol, tally = args.agents, solution(scenario), Tally(args.server_pid)
+    ids = agent_ids(k, scenario)
     clients = {aid: http_client(args.url, 2) for aid in ids}
     try:
         async with http_client(args.url, 2) as admin:
             window_end = trio.current_time() + args.duration
             while trio.current_time() < window_end and tally.runs < min(args.max_runs, MAX_RUNS):
-                await _http_run(admin, clients, sol, ids, k, window_end, tally, args.next_wait)
+                await _http_run(admin, clients, sol, ids, k, window_end, tally, args.next_wait, scenario, extra)
     finally:
         for c in clients.values():
             await c.aclose()
-    return tally.result(mode="http-agents", agents=k, next_wait=args.next_wait)
+    return tally.result(mode="http-agents", agents=k, next_wait=args.next_wait, scenario=scenario, seeds=args.seeds)
 
 
 async def _http_run(admin: httpx.AsyncClient, clients: dict[str, httpx.AsyncClient], sol: Any, ids: list[str],
-                    k: int, window_end: float, tally: Tally, next_wait: bool = False) -> None:
+                    k: int, window_end: float, tally: Tally, next_wait: bool = False, scenario: str = "warren",
+                    extra: dict[str, Any] | None = None) -> None:
     t0 = wall_seconds()
-    r = await send(admin, "POST", f"/v1/runs?scenario=warren&seed={tally.runs}", json=run_body(ids, k))
+    r = await send(admin, "POST", f"/v1/runs?scenario={scenario}&seed={tally.runs}", json=run_body(ids, k, extra))
     r.raise_for_status()
     run_id = r.json()["run_id"]
     tally.runs += 1
@@ -753,7 +755,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server-pid", type=int, default=0, help="read this process's CPU time (and RSS for scale)")
     p.add_argument("--connections", choices=("one", "many"), default="one")
     p.add_argument("--seeds", type=int, default=0,
-                   help="ws-agents: play bench/scenarios/warren_trips with this many seeds (trips) per forager")
+                   help="ws-agents, http-agents: play bench/scenarios/warren_trips with this many seeds (trips) "
+                        "per forager")
     p.add_argument("--max-runs", type=int, default=MAX_RUNS)
     p.add_argument("--next-wait", action="store_true",
                    help="http-agents: each command asks for the next envelope in its reply (?wait=)")
