@@ -7,6 +7,8 @@ server's alone. Modes:
   every observation at once with the ``warren`` scenario's solution policy, run after run, for a duration;
 - ``ws-agents``    the same agents over the WebSocket binding: ``--connections one`` (batched
   ``observations`` + ``agent.submit_many`` on one connection) or ``many`` (one connection per agent);
+- ``ws-runs``      K one-agent runs (``--seeds``: warren_trips) played at once on ONE WebSocket: the
+  analogue of K OpenEnv sessions, multiplexed on one connection;
 - ``trivial``      K loops of GET + POST against ``bench/trivial_app.py`` (the stack's ceiling);
 - ``scale``        N agents of one run claimed and long-polling at once; wake latency of the first batch.
 
@@ -318,18 +320,19 @@ class RpcClient:
                 raw = await self.ws.get_message()
             except ConnectionClosed:
                 return
-            msg = json.loads(raw)
+            frame = json.loads(raw)
             t = unix_now()
-            if "method" in msg:
-                if msg["method"] == "ping" and "id" in msg:  # the server's heartbeat
-                    await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": msg["id"],
-                                                           "result": msg.get("params", {})}))
-                else:
-                    self.notes_send.send_nowait(msg)
-                continue
-            handler = self.replies.pop(msg.get("id"), None)
-            if handler is not None:
-                handler(msg, t)
+            for msg in frame if isinstance(frame, list) else [frame]:  # batched frames: an array of messages
+                if "method" in msg:
+                    if msg["method"] == "ping" and "id" in msg:  # the server's heartbeat
+                        await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": msg["id"],
+                                                               "result": msg.get("params", {})}))
+                    else:
+                        self.notes_send.send_nowait(msg)
+                    continue
+                handler = self.replies.pop(msg.get("id"), None)
+                if handler is not None:
+                    handler(msg, t)
 
     async def send(self, method: str, params: dict[str, Any],
                    on_reply: Callable[[dict[str, Any], float], None]) -> None:
@@ -426,7 +429,8 @@ async def _open_rpc(nursery: trio.Nursery, url: str, tally: Tally) -> RpcClient:
                                      max_message_size=16 * 2**20, receive_buffer_size=2**16)
     rpc = RpcClient(ws, tally)
     nursery.start_soon(rpc.reader)
-    await rpc.call("initialize", {"protocol": "warren-agent/0"})
+    # batched frames: a submit_many's reply and the envelopes it set off leave in one frame (one write)
+    await rpc.call("initialize", {"protocol": "warren-agent/0", "frames": "batched"})
     return rpc
 
 
@@ -472,6 +476,81 @@ async def ws_agents(args: argparse.Namespace) -> dict[str, Any]:
                 with trio.move_on_after(10):
                     await send(http, "DELETE", f"/v1/runs/{run_id}")
     return tally.result(mode="ws-agents", connections=args.connections, agents=k)
+
+
+async def ws_runs(args: argparse.Namespace) -> dict[str, Any]:
+    """``--agents R`` one-agent runs on ONE connection, played at once: the binding's analogue of R OpenEnv
+    sessions (R independent environments of one agent each), multiplexed.
+
+    The runs are created and claimed before the window opens (as ``ws-agents`` claims all but its last agent
+    and OpenEnv's sessions are opened before theirs); the window then holds their decisions and ends, and closes
+    when every run has ended or the duration is up. Envelopes of every run that woke leave in one frame and are
+    answered by one ``agent.submit_many``.
+    """
+    scenario, extra = scenario_of(args.seeds)
+    sol, tally = solution(scenario), Tally(args.server_pid)
+    (aid,) = agent_ids(1, scenario)
+    policies: dict[str, tuple[str, Any]] = {}
+    live: set[str] = set()
+    all_ended = trio.Event()
+    async with http_client(args.url, 4) as http, trio.open_nursery() as conns:
+        rpc = await _open_rpc(conns, _ws_url(args.url), tally)
+        t0 = wall_seconds()
+
+        async def setup(i: int) -> None:
+            r = await send(http, "POST", f"/v1/runs?scenario={scenario}&seed={i}", json=run_body([aid], 1, extra))
+            r.raise_for_status()
+            run_id = r.json()["run_id"]
+            claim = await rpc.call("agent.claim", {"run_id": run_id, "agent_id": aid, "parts": list(WS_PARTS)})
+            brief = await rpc.call("agent.briefing", {"run_id": run_id, "agent_id": aid, "lease": claim["lease"]})
+            policies[run_id] = (claim["lease"], sol.make_policy(aid, brief["role"], brief))
+            live.add(run_id)
+
+        await _gather([setup(i) for i in range(min(args.agents, args.max_runs, MAX_RUNS))])
+        tally.runs = len(live)
+        tally.setup += wall_seconds() - t0
+
+        async def answer() -> None:
+            async for msg in rpc.notes:
+                method, params = msg["method"], msg["params"]
+                if method == "run.status":
+                    live.discard(params["run_id"])
+                    if not live:
+                        all_ended.set()
+                    continue
+                if method not in ("observation", "observations"):
+                    continue  # outcomes (they also ride inside observation frames)
+                items = [params] if method == "observation" else params["envelopes"]
+                envs, commands = [], []
+                for item in items:
+                    env = item["envelope"]
+                    lease, policy = policies[env["run_id"]]
+                    commands.append({"run_id": env["run_id"], "agent_id": aid, "lease": lease,
+                                     "command": command_body(env, policy.decide(EnvelopeObservation(env)))})
+                    envs.append(env)
+
+                def on_many(reply: dict[str, Any], t: float, envs: list[dict[str, Any]] = envs) -> None:
+                    results = reply.get("result", {}).get("results", [{}] * len(envs))
+                    for env, res in zip(envs, results, strict=True):
+                        tally.accepted(res.get("receipt"), env, t)
+
+                await rpc.send("agent.submit_many", {"commands": commands}, on_many)
+
+        tally.drive_start()
+        with trio.move_on_after(args.duration):
+            async with trio.open_nursery() as players:
+                players.start_soon(answer)
+                await all_ended.wait()
+                players.cancel_scope.cancel()
+        tally.drive_end()
+        tally.runs_cut = len(live)
+        with trio.move_on_after(10):
+            for run_id in list(live):
+                await send(http, "DELETE", f"/v1/runs/{run_id}")
+        with trio.move_on_after(5):
+            await rpc.ws.aclose()
+        conns.cancel_scope.cancel()
+    return tally.result(mode="ws-runs", connections="one", agents=args.agents, scenario=scenario, **extra)
 
 
 async def _gather(coros: list[Any]) -> list[Any]:
@@ -743,7 +822,8 @@ async def wait_quiet(pid: int, *, limit_s: float, window_s: float = 0.5, busy_fr
 
 
 # -- entry point -------------------------------------------------------------------------------------------
-MODES = {"http-agents": http_agents, "ws-agents": ws_agents, "trivial": trivial, "scale": scale}
+MODES = {"http-agents": http_agents, "ws-agents": ws_agents, "ws-runs": ws_runs, "trivial": trivial,
+         "scale": scale}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -210,7 +210,7 @@ async def test_multi_poll_delivers_every_agents_envelope_in_one_request(autojump
                                       {"leases": leases, "after": after})
         assert status == 204 and trio.current_time() - t0 == pytest.approx(5, abs=0.01)
         remote = api.manager.runs[run].remote
-        assert all(not ra.watchers for ra in remote.values())  # a poll leaves nothing behind
+        assert all(not ra.listeners for ra in remote.values())  # a poll leaves nothing behind
 
         out = {}
 
@@ -228,7 +228,7 @@ async def test_multi_poll_delivers_every_agents_envelope_in_one_request(autojump
         status, nxt = out["r"]
         assert status == 200 and nxt["observations"]
         assert all(e["seq"] > 0 and e["agent_id"] in leases for e in nxt["observations"])
-        assert all(not ra.watchers for ra in remote.values())
+        assert all(not ra.listeners for ra in remote.values())
 
 
 async def test_multi_poll_parts_narrow_the_envelopes_and_spare_building_the_rest(autojump_clock, tmp_path):

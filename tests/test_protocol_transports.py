@@ -335,9 +335,10 @@ async def test_ws_batches_envelopes_of_one_batch_and_submit_many(autojump_clock,
 
 async def test_ws_outcomes_of_one_batch_ride_in_the_next_observations_frame(autojump_clock, tmp_path):
     """Two commands of one connection settled by one adjudication: both outcomes come inside the next batch's
-    observation frame (one frame for the envelope and every outcome that changed), not in frames of their own."""
+    observation frame (one frame for the envelope and every outcome that changed), not in frames of their own.
+    Unpaced: a paced run that waits for its clock before the next batch tells the outcomes before waiting."""
     async with served(tmp_path) as api, ws_agent(api) as ws:
-        run = await api.create(controlled_agents=["engineer-1", "courier-1"])
+        run = await api.create(controlled_agents=["engineer-1", "courier-1"], pace=None)
         _, a = await ws.claim(run, "engineer-1")
         _, b = await ws.claim(run, "courier-1")
         await ws.poll(run, a["lease"], agent="engineer-1")
@@ -362,6 +363,44 @@ async def test_ws_outcomes_of_one_batch_ride_in_the_next_observations_frame(auto
         assert not [f for f in ws.frames if f.get("method") in ("outcome", "outcomes")]  # no frames of their own
 
 
+async def test_ws_batched_frames_send_a_reply_and_the_envelopes_it_set_off_in_one_frame(autojump_clock, tmp_path):
+    """initialize with frames "batched": a submit_many that completes a batch is answered in one array frame
+    holding its reply and the next batch's observation (with the outcomes riding in it); "single" (the
+    default) never sends an array; an unknown frames value is a -32602 that changes nothing."""
+    async with served(tmp_path) as api, ws_agent(api) as ws:
+        status, bad = await ws.call("initialize", {"protocol": "warren-agent/0", "frames": "many"})
+        assert status == 400 and bad["rpc"]["code"] == -32602 and "batched" in bad["detail"]
+        assert not [f for f in ws.raw_frames if isinstance(f, list)]
+        status, init = await ws.call("initialize", {"protocol": "warren-agent/0", "frames": "batched"})
+        assert status == 200 and init["frames"] == "batched" and init["capabilities"]["frames"] == ["single", "batched"]
+        trio_ = ("engineer-1", "courier-1", "medic-1")  # every agent: no NPC-only batch between the two batches
+        run = await api.create(controlled_agents=list(trio_), pace=None)
+        leases = {}
+        for agent in trio_:
+            _, c = await ws.claim(run, agent)
+            leases[agent] = c["lease"]
+        for agent in trio_:
+            await ws.poll(run, leases[agent], agent=agent)
+        status, res = await ws.call("agent.submit_many", {"commands": [
+            {"run_id": run, "agent_id": agent, "lease": leases[agent], "command": cmd(f"o-{agent}", f"{agent}#0",
+                                                                                     noop=True)}
+            for agent in trio_]})
+        assert status == 200 and [r["receipt"]["status"] for r in res["results"]] == ["accepted"] * 3
+        for _ in range(100):
+            arrays = [f for f in ws.raw_frames if isinstance(f, list) and any("result" in m and "results" in
+                                                                                 m["result"] for m in f)]
+            if arrays and len(arrays[0]) > 1:
+                break
+            await trio.sleep(0.1)
+        (frame,) = arrays
+        reply, note = frame
+        assert reply["result"] == res  # the reply first, then what it set off
+        assert note["method"] in ("observation", "observations")
+        woke = [note["params"]] if note["method"] == "observation" else note["params"]["envelopes"]
+        assert woke and all(e["envelope"]["observation_id"].endswith("#1") for e in woke)
+        assert {n["receipt"]["command_id"] for n in note["params"]["outcomes"]} == {f"o-{a}" for a in trio_}
+
+
 async def test_ws_subscribe_narrows_envelopes(autojump_clock, tmp_path):
     """agent.subscribe with parts [you, affordances] sends envelopes with only those parts (plus identity)."""
     async with served(tmp_path) as api, ws_agent(api) as ws:
@@ -380,6 +419,35 @@ async def test_ws_subscribe_narrows_envelopes(autojump_clock, tmp_path):
         status, p = await ws.call("agent.subscribe", {"run_id": run, "agent_id": "engineer-1", "lease": c["lease"],
                                                       "parts": ["everything"]})
         assert status == 400 and p["rpc"]["code"] == -32602
+
+
+async def test_ws_claim_parts_make_the_envelope_cheaper_not_just_smaller(autojump_clock, tmp_path):
+    """agent.claim with parts [you, busy]: the pushed envelope has only those observation fields, and the server
+    built no text, no affordances and no other field for it (the engine's observation stayed unbuilt); an HTTP
+    long-poll of the same envelope then gets it whole, built on demand, equal to what an eager build gives."""
+    async with served(tmp_path) as api, ws_agent(api) as ws:
+        run = await api.create(controlled_agents=["engineer-1"])
+        status, c = await ws.call("agent.claim", {"run_id": run, "agent_id": "engineer-1", "parts": ["you", "busy"]})
+        assert status == 200
+        for _ in range(100):
+            pushed = [f for f in ws.frames if f.get("method") == "observation"]
+            if pushed:
+                break
+            await trio.sleep(0.1)
+        env = pushed[0]["params"]["envelope"]
+        assert set(env) == {"run_id", "agent_id", "observation_id", "seq", "sim_time_ms", "reason", "deadline_unix",
+                            "briefing_revision", "observation"}
+        assert list(env["observation"]) == ["busy", "you"]  # the wire order of the observation's fields
+        obs = api.manager.get(run).remote["engineer-1"].envelope.obs  # the engine's lazy observation
+        assert obs._text is None and obs._affordances is None and obs._observation is None
+        assert set(obs.view._built) == {"busy", "you"}
+        status, whole = await api.poll(run, c["lease"])
+        assert status == 200 and whole["observation_id"] == env["observation_id"]
+        assert whole["text"] == obs.text and whole["affordances"] == obs.affordances
+        assert whole["observation"] == obs.observation and whole["observation"]["you"] == env["observation"]["you"]
+        status, bad = await ws.call("agent.claim", {"run_id": run, "agent_id": "engineer-1", "lease": c["lease"],
+                                                    "parts": ["everything"]})
+        assert status == 400 and bad["rpc"]["code"] == -32602 and "agent.claim: params.parts" in bad["rpc"]["data"]["detail"]
 
 
 async def test_ws_silent_peer_is_dropped_but_its_lease_lives(autojump_clock, tmp_path):

@@ -58,29 +58,35 @@ class WsAgent:
         self.ended: dict[str, dict[str, Any]] = {}
         self.subscribed: set[tuple[str, str]] = set()
         self.arrived = trio.Event()
-        self.frames: list[dict[str, Any]] = []
+        self.frames: list[dict[str, Any]] = []  # every message
+        self.raw_frames: list[Any] = []  # every frame as sent: a message, or an array of them (batched frames)
 
     async def reader(self) -> None:
         while True:
-            msg = json.loads(await self.ws.receive())
-            self.frames.append(msg)
-            if "id" in msg and ("result" in msg or "error" in msg):
-                send = self.responses.pop(msg["id"], None)
-                if send is not None:
-                    send.send_nowait(msg)
-                continue
-            method, params = msg.get("method"), msg.get("params", {})
-            if method == "ping" and "id" in msg:
-                await self.ws.send(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": params}))
-            elif method == "observation":
-                self._keep(params)
-            elif method == "observations":
-                for e in params["envelopes"]:
-                    self._keep(e)
-            elif method == "run.status":
-                self.ended[params["run_id"]] = params
-            self.arrived.set()
-            self.arrived = trio.Event()
+            frame = json.loads(await self.ws.receive())
+            self.raw_frames.append(frame)
+            for msg in frame if isinstance(frame, list) else [frame]:  # initialize's frames "batched": arrays
+                await self._message(msg)
+
+    async def _message(self, msg: dict[str, Any]) -> None:
+        self.frames.append(msg)
+        if "id" in msg and ("result" in msg or "error" in msg):
+            send = self.responses.pop(msg["id"], None)
+            if send is not None:
+                send.send_nowait(msg)
+            return
+        method, params = msg.get("method"), msg.get("params", {})
+        if method == "ping" and "id" in msg:
+            await self.ws.send(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": params}))
+        elif method == "observation":
+            self._keep(params)
+        elif method == "observations":
+            for e in params["envelopes"]:
+                self._keep(e)
+        elif method == "run.status":
+            self.ended[params["run_id"]] = params
+        self.arrived.set()
+        self.arrived = trio.Event()
 
     def _keep(self, note: dict[str, Any]) -> None:
         env = note["envelope"]

@@ -39,6 +39,9 @@ NOTIFICATIONS = ("observation", "observations", "outcome", "outcomes", "run.stat
 OBSERVATION_PARTS = ("agent", "time", "busy", "you", "place", "visible", "messages", "messages_dropped",
                      "events", "events_dropped", "objectives", "tools")
 PARTS = ("observation", "text", "affordances", *OBSERVATION_PARTS)
+# "single": one JSON-RPC message per frame. "batched" (asked for in initialize): the messages that leave at
+# once (a reply and the envelopes its request set off, several notifications) leave as one JSON array frame.
+FRAMES = ("single", "batched")
 
 
 class RpcError(Exception):
@@ -87,7 +90,7 @@ class Subscription:
     parts: tuple[str, ...] = PARTS
     outcomes: dict[str, str] = attrs.Factory(dict)  # command id -> last outcome sent
     ended_sent: bool = False
-    watcher: trio.CancelScope | None = None
+    listener: Any = None  # in agent.listeners while subscribed: notes the wake for the connection's sender
 
 
 class AgentSession:
@@ -106,6 +109,8 @@ class AgentSession:
         self.initialized = False
         self.nursery: trio.Nursery | None = None
         self._batching = False  # inside agent.submit_many: accepted verdicts are written once, at its end
+        self.batched_frames = False  # initialize's frames "batched": what leaves at once, one array frame
+        self.outbox: list[dict[str, Any]] = []  # replies waiting for the sender (batched frames only)
         self._to_write: dict[str, Run] = {}
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -123,10 +128,16 @@ class AgentSession:
                     raw = await websocket.receive()
                     self.last_heard = trio.current_time()
                     reply = self.handle(raw)
-                    if reply is not None:
+                    if reply is not None and self.batched_frames:
+                        self.outbox.append(reply)  # leaves with what the request set off (the next envelopes)
+                        self._poke()
+                    elif reply is not None:
                         await self.send(reply)
-                    self._poke()
+                    if self.woken:  # a claim, a subscribe or an accepted command has something to push
+                        self._poke()
             finally:
+                for sub in self.subs.values():
+                    _unlisten(sub)
                 nursery.cancel_scope.cancel()
 
     # -- requests ------------------------------------------------------------------------------------
@@ -189,11 +200,16 @@ class AgentSession:
         asked = params.get("protocol", PROTOCOL_VERSION)
         if asked != PROTOCOL_VERSION:
             raise RunError(409, f"this server speaks {PROTOCOL_VERSION}; initialize asked for {asked!r}")
+        frames = params.get("frames", "single")
+        if frames not in FRAMES:
+            raise _bad_params(f"initialize: params.frames must be one of {', '.join(FRAMES)}; got "
+                              f"{json.dumps(frames)[:40]}")
         self.initialized = True
-        return {"protocol": PROTOCOL_VERSION, "server": f"warren {__version__}",
+        self.batched_frames = frames == "batched"
+        return {"protocol": PROTOCOL_VERSION, "server": f"warren {__version__}", "frames": frames,
                 "capabilities": {"methods": list(METHODS), "notifications": list(NOTIFICATIONS),
                                  "subscribe_parts": list(PARTS), "heartbeat_s": self.heartbeat_s,
-                                 "batched_observations": True}}
+                                 "batched_observations": True, "frames": list(FRAMES)}}
 
     def m_ping(self, params: dict[str, Any]) -> dict[str, Any]:
         origin = _int_param(params, "origin_ns", "ping")
@@ -215,8 +231,8 @@ class AgentSession:
         agent_id = _str_param(params, "agent_id", "agent.release")
         run.release(agent_id, _str_param(params, "lease", "agent.release", optional=True))
         sub = self.subs.pop((run.run_id, agent_id), None)
-        if sub is not None and sub.watcher is not None:
-            sub.watcher.cancel()
+        if sub is not None:
+            _unlisten(sub)
         return {"agent_id": agent_id, "released": True}
 
     def m_briefing(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -245,8 +261,8 @@ class AgentSession:
             raise RunError(422, judgement.problem_detail)
         sub = self.subs.get((run.run_id, ra.agent_id))
         if sub is not None and judgement.accept:
+            # tracked from here; it changes when the run adjudicates, which pokes the agent (so its listener)
             sub.outcomes[judgement.receipt.command_id] = judgement.receipt.outcome
-            self.woken[sub] = None
         return converter.unstructure(judgement.receipt)
 
     def m_submit_many(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -285,21 +301,23 @@ class AgentSession:
         if sub is None:
             sub = Subscription(run, ra)
             self.subs[key] = sub
-            assert self.nursery is not None
-            self.nursery.start_soon(self._watch, sub)
+            sub.listener = self._listener(sub)
+            ra.listeners.append(sub.listener)
         elif not keep_seq:
             sub.last_seq = -1  # a (re)claim redelivers the outstanding envelope
         sub.ended_sent = False if not run.is_ended else sub.ended_sent
         self.woken[sub] = None
         return sub
 
-    async def _watch(self, sub: Subscription) -> None:
-        with trio.CancelScope() as scope:
-            sub.watcher = scope
-            while True:
-                await sub.agent.changed.wait()
-                self.woken[sub] = None
-                self._poke()
+    def _listener(self, sub: Subscription) -> Any:
+        """What the agent calls when it changes: the sender learns of it in the same task, with no task of
+        its own per subscription to wake first (one task switch per woken agent per batch less)."""
+
+        def woke() -> None:
+            self.woken[sub] = None
+            self._poke()
+
+        return woke
 
     def _poke(self) -> None:
         self.wake.set()
@@ -320,6 +338,10 @@ class AgentSession:
         and writes were most of the server's time per decision (bench/RESULTS.md). Each envelope is built
         for the parts its subscription asked for and serialized once (``WireEnvelope.shaped``).
         """
+        if self.outbox and not self.woken:
+            # a reply alone: let the run task, woken by the same request, publish what it set off first,
+            # so both leave in one frame (one scheduling round; the listener fills `woken` meanwhile)
+            await trio.lowlevel.checkpoint()
         woken, self.woken = self.woken, {}
         if self._rescan_all:  # a (re)claim or subscribe: look at everything once
             self._rescan_all = False
@@ -355,6 +377,7 @@ class AgentSession:
                 statuses.append(_note("run.status", {"run_id": run.run_id, "agent_id": ra.agent_id,
                                                      "seq": sub.last_seq, "status": run.status,
                                                      "detail": run.view()["result"]}))
+        out, self.outbox = self.outbox, []
         if envelopes:
             if len(envelopes) == 1:
                 e = envelopes[0]
@@ -364,13 +387,18 @@ class AgentSession:
                 params, method = {"envelopes": envelopes}, "observations"
             if outcomes:
                 params["outcomes"] = outcomes
-            await self.send(_note(method, params))
+            out.append(_note(method, params))
         elif len(outcomes) == 1:
-            await self.send(_note("outcome", outcomes[0]))
+            out.append(_note("outcome", outcomes[0]))
         elif outcomes:
-            await self.send(_note("outcomes", {"outcomes": outcomes}))
-        for note in statuses:
-            await self.send(note)
+            out.append(_note("outcomes", {"outcomes": outcomes}))
+        out += statuses
+        if self.batched_frames and len(out) > 1:
+            async with self.send_lock:
+                await websocket.send(orjson.dumps(out).decode())
+        else:
+            for message in out:
+                await self.send(message)
 
     async def _heartbeat(self) -> None:
         """Ping the peer every interval; drop it after three intervals of silence (leases live on)."""
@@ -391,6 +419,11 @@ class _Dropped(Exception):
 def _clock_ns() -> int:
     """The server's clock sample for heartbeats: the trio clock (warped under --rate), in ns."""
     return int(trio.current_time() * 1e9)
+
+
+def _unlisten(sub: Subscription) -> None:
+    if sub.listener in sub.agent.listeners:
+        sub.agent.listeners.remove(sub.listener)
 
 
 def _note(method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import contextlib
 import hashlib
 import hmac
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -72,11 +72,11 @@ class RemoteAgent:
     envelope_seq: int = -1
     answered: bool = True  # the newest envelope was answered (or closed)
     changed: trio.Event = attrs.Factory(trio.Event)
-    # events of multi-agent polls waiting on this agent among others (Run.wait_observations): one event per
-    # poll, however many agents it covers, so a batch wakes one task per poll, not one per agent
-    watchers: set[trio.Event] = attrs.Factory(set)
     receipts: dict[str, Receipt] = attrs.Factory(dict)  # latest receipt per command id (all verdicts)
     observation_of_command: dict[str, str] = attrs.Factory(dict)
+    # called on every poke, in the poking task: a WebSocket connection notes the wake without a task of its own,
+    # and a multi-agent poll (Run.wait_observations) sets its one event, however many agents it covers
+    listeners: list[Callable[[], None]] = attrs.Factory(list)
 
     @property
     def claimed(self) -> bool:
@@ -86,9 +86,8 @@ class RemoteAgent:
     def poke(self) -> None:
         self.changed.set()
         self.changed = trio.Event()
-        if self.watchers:
-            for event in self.watchers:
-                event.set()
+        for listener in self.listeners:
+            listener()
 
 
 def _paths(run_id: str, agent_id: str) -> str:

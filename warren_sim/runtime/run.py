@@ -34,6 +34,8 @@ from .views import WireEnvelope, current_envelope, current_wire, receipt_with_ou
 
 __all__ = ["Run", "RunConfig"]
 
+MAX_HELD = 16  # batches of NPCs only an adjudicated outcome may wait for a batch with remote agents to ride on
+
 
 def _redacted(j: Judgement, lease: str | None) -> Judgement:
     """``j`` with the lease token replaced by ``<your lease>`` wherever a detail quotes it."""
@@ -174,6 +176,8 @@ class Run:
         pace = self.config.pace
         # a resumed run's sim time already ran: pacing goes on from where it stood
         clock0 = trio.current_time() - (sim.time / 1000 / pace if pace else 0.0)
+        settled: list[str] = []  # remote agents whose commands were adjudicated, not yet told (poked)
+        held = 0  # batches without remote agents since they were adjudicated
         while True:
             if self.resume_batch is not None:
                 batch: Batch | None = self.resume_batch
@@ -186,7 +190,10 @@ class Run:
                 if pace is not None and upcoming is not None:
                     # sim time may not run ahead of pace x elapsed clock time: wait before advancing
                     self.journal.flush()  # the last adjudication's records, before waiting for the clock
-                    await trio.sleep_until(clock0 + upcoming / 1000 / pace)
+                    until = clock0 + upcoming / 1000 / pace
+                    if until > trio.current_time():  # a real wait: outcomes are not held back by the clock
+                        settled, held = self._tell(settled), 0
+                    await trio.sleep_until(until)
                 batch = sim.advance()
                 self.journal.extend(sim.drain_records())
                 if batch is None:
@@ -200,6 +207,13 @@ class Run:
                     else:
                         self._publish(ra, obs, deadline)
                         waiting.append(obs.agent_id)
+            # Told once the next batch with remote agents is published (no checkpoint in between): a
+            # connection's sender wakes once for both, so the outcomes ride in the observations frame. Held
+            # over at most MAX_HELD batches of NPCs only (those do not wait for anyone).
+            if waiting or held >= MAX_HELD:
+                settled, held = self._tell(settled), 0
+            elif settled:
+                held += 1
             self.journal.flush()
             waited = False
             if waiting:
@@ -212,10 +226,13 @@ class Run:
             # Not flushed here: nothing waits between this and the next batch's publication, whose flush
             # writes both batches' records in one write (and the run's end flushes the last ones).
             self.journal.extend(sim.drain_records())
-            # Their outcomes changed. No checkpoint before the next batch is published: a connection's
-            # sender then wakes once for both, and the outcomes ride in the next observations frame.
-            for aid in waiting:
-                self.remote[aid].poke()
+            settled += waiting  # their outcomes changed (the run's end pokes everyone)
+
+    def _tell(self, settled: list[str]) -> list[str]:
+        """Poke the agents whose commands were adjudicated (their receipts changed); nothing is left to tell."""
+        for aid in settled:
+            self.remote[aid].poke()
+        return []
 
     def _reissue(self, batch: Batch, deadline: float) -> list[str]:
         """After a restart: the batch's unanswered remote agents get their envelopes again (same ids), with a
@@ -453,7 +470,7 @@ class Run:
         """Several agents' outstanding envelopes (each with ``seq`` after its own ``after``), waiting up to
         ``wait`` s for at least one; ``[]`` on timeout (``POST /v1/runs/{run}/observations``).
 
-        One task and one event wait for all of them (each agent's ``watchers``), so a batch of N agents
+        One task and one event wait for all of them (a listener on each agent), so a batch of N agents
         polled this way wakes N / (agents per poll) tasks. Each lease holds one of its poll slots meanwhile.
         """
         with contextlib.ExitStack() as slots:
@@ -470,12 +487,12 @@ class Run:
                         return ready
                     wake = trio.Event()
                     for ra, _ in wanted:
-                        ra.watchers.add(wake)
+                        ra.listeners.append(wake.set)
                     try:
                         await wake.wait()
                     finally:
                         for ra, _ in wanted:
-                            ra.watchers.discard(wake)
+                            ra.listeners.remove(wake.set)
         return []
 
     @contextlib.contextmanager
