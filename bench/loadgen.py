@@ -41,6 +41,8 @@ DEADLINE_S = 60.0  # decision deadline of the runs: never reached, it only ancho
 POLL_WAIT_S = 30.0
 MAX_RUNS = 10_000  # per invocation, whatever the duration
 MAX_DECISIONS_PER_AGENT = 100_000
+BULK_CHUNK = 2_000  # ids per bulk claim in scale (2,000 x ~17 bytes fits the 64 KiB body)
+POLL_GROUP = 500  # agents per multi-agent poll in scale --poll many (500 x ~60 bytes of id and lease)
 
 
 def _check_loopback(url: str) -> None:
@@ -128,6 +130,7 @@ class Tally:
         self.runs = 0
         self.runs_cut = 0
         self.frames_out = 0
+        self.requests = 0  # HTTP requests of the agents while driving (polls + commands)
         self.client_cpu = 0.0
         self._t0 = 0.0
         self._cpu0 = 0.0
@@ -168,7 +171,8 @@ class Tally:
                 "server_cpu_us_per_decision": 1e6 * self.server_cpu / self.decisions if self.decisions else None,
                 "client_cpu_s": self.client_cpu,
                 "client_cpu_us_per_decision": 1e6 * self.client_cpu / self.decisions if self.decisions else None,
-                "frames_out": self.frames_out, **extra}
+                "frames_out": self.frames_out, "requests": self.requests,
+                "requests_per_decision": self.requests / self.decisions if self.decisions else None, **extra}
 
 
 def http_client(url: str, connections: int, tls: ssl.SSLContext | None = None) -> httpx.AsyncClient:
@@ -212,24 +216,26 @@ async def send(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) 
 
 # -- HTTP agents ---------------------------------------------------------------------------------------
 async def http_agents(args: argparse.Namespace) -> dict[str, Any]:
-    k, sol, tally = args.agents, solution(), Tally(args.server_pid)
-    ids = agent_ids(k)
+    scenario, extra = scenario_of(args.seeds)
+    k, sol, tally = args.agents, solution(scenario), Tally(args.server_pid)
+    ids = agent_ids(k, scenario)
     clients = {aid: http_client(args.url, 2) for aid in ids}
     try:
         async with http_client(args.url, 2) as admin:
             window_end = trio.current_time() + args.duration
             while trio.current_time() < window_end and tally.runs < min(args.max_runs, MAX_RUNS):
-                await _http_run(admin, clients, sol, ids, k, window_end, tally)
+                await _http_run(admin, clients, sol, ids, k, window_end, tally, args.next_wait, scenario, extra)
     finally:
         for c in clients.values():
             await c.aclose()
-    return tally.result(mode="http-agents", agents=k)
+    return tally.result(mode="http-agents", agents=k, next_wait=args.next_wait, scenario=scenario, seeds=args.seeds)
 
 
 async def _http_run(admin: httpx.AsyncClient, clients: dict[str, httpx.AsyncClient], sol: Any, ids: list[str],
-                    k: int, window_end: float, tally: Tally) -> None:
+                    k: int, window_end: float, tally: Tally, next_wait: bool = False, scenario: str = "warren",
+                    extra: dict[str, Any] | None = None) -> None:
     t0 = wall_seconds()
-    r = await send(admin, "POST", f"/v1/runs?scenario=warren&seed={tally.runs}", json=run_body(ids, k))
+    r = await send(admin, "POST", f"/v1/runs?scenario={scenario}&seed={tally.runs}", json=run_body(ids, k, extra))
     r.raise_for_status()
     run_id = r.json()["run_id"]
     tally.runs += 1
@@ -250,25 +256,36 @@ async def _http_run(admin: httpx.AsyncClient, clients: dict[str, httpx.AsyncClie
             nursery.start_soon(setup, aid)
     tally.setup += wall_seconds() - t0
 
+    # --next-wait: each command asks for the agent's next envelope in its reply (POST .../commands?wait=, a
+    # WARREN extension): one request per decision; a poll only when the reply came without one.
+    submit_q = f"&wait={POLL_WAIT_S:g}" if next_wait else ""
+
     async def play(aid: str) -> None:
         lease, policy = agents[aid]
         client = clients[aid]
         base = f"/v1/runs/{run_id}/agents/{aid}"
         after = -1
+        env: dict[str, Any] | None = None
         for _ in range(MAX_DECISIONS_PER_AGENT):
-            r = await send(client, "GET", f"{base}/observations?after={after}&wait={POLL_WAIT_S:g}&lease={lease}")
-            if r.status_code == 410:
-                return
-            if r.status_code == 204:
-                continue
-            r.raise_for_status()
-            env = r.json()
+            if env is None:
+                r = await send(client, "GET", f"{base}/observations?after={after}&wait={POLL_WAIT_S:g}&lease={lease}")
+                tally.requests += 1
+                if r.status_code == 410:
+                    return
+                if r.status_code == 204:
+                    continue
+                r.raise_for_status()
+                env = r.json()
+            assert env is not None
             body = command_body(env, policy.decide(EnvelopeObservation(env)))
-            c = await send(client, "POST", f"{base}/commands?lease={lease}", json=body)
+            c = await send(client, "POST", f"{base}/commands?lease={lease}{submit_q}", json=body)
+            tally.requests += 1
             t = unix_now()
             c.raise_for_status()
-            tally.accepted(c.json(), env, t)
+            receipt = c.json()
+            tally.accepted(receipt, env, t)
             after = env["seq"]
+            env = receipt.get("next_observation")
 
     with trio.move_on_at(window_end) as window:
         async with trio.open_nursery() as nursery:
@@ -616,13 +633,28 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
                 r.raise_for_status()
                 leases[aid] = r.json()["lease"]
 
-        log(f"scale: claiming {n - 1} agents of {run_id}")
+        async def claim_bulk(chunk: list[str]) -> None:
+            # not retried on a lost answer (the agents would be held by tokens never seen): send() retries
+            # only what the server never saw, and a failure here fails the measurement, loudly
+            r = await client_of[chunk[0]].post(f"/v1/runs/{run_id}/claim", json={"agents": chunk})
+            r.raise_for_status()
+            leases.update(r.json()["leases"])
+
+        # Every agent but the last (whose claim starts the run: the batch): with --claim bulk, lists of
+        # BULK_CHUNK ids per request (POST /v1/runs/{run}/claim; 9,999 ids do not fit one 64 KiB body, and
+        # "all" would start the run before the polls are held); with --claim single, one request per agent.
+        log(f"scale: claiming {n - 1} agents of {run_id} ({args.claim})")
         t0 = wall_seconds()
-        async with trio.open_nursery() as nursery:
-            for aid in ids[:-1]:
-                nursery.start_soon(claim, aid)
+        with trio.fail_after(args.timeout):
+            if args.claim == "bulk":
+                for i in range(0, n - 1, BULK_CHUNK):
+                    await claim_bulk(ids[i:min(i + BULK_CHUNK, n - 1)])
+            else:
+                async with trio.open_nursery() as nursery:
+                    for aid in ids[:-1]:
+                        nursery.start_soon(claim, aid)
         claim_s = wall_seconds() - t0
-        log(f"scale: claimed in {claim_s:.1f} s; opening {n - 1} long-polls")
+        log(f"scale: claimed in {claim_s:.2f} s; opening {n - 1} long-polls")
 
         received: list[float] = []
         accepted: list[float] = []
@@ -638,43 +670,61 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
         everyone_woke = trio.Event()
         answering = trio.Semaphore(64)  # answers in flight (each may need a new connection: same backlog)
 
-        async def poll_and_answer(aid: str) -> None:
-            c, lease = client_of[aid], leases[aid]
+        async def poll_and_answer(group: list[str]) -> None:
+            """Long-poll for ``group``'s first envelopes (one GET per agent, or with --poll many one
+            POST /v1/runs/{run}/observations for the whole group), then answer each with a noop."""
+            c = client_of[group[0]]
             slot = [True]
             await connecting.acquire()
 
             async def trace(event: str, info: dict[str, Any]) -> None:
                 if event == "http11.send_request_headers.complete" and slot[0]:
                     slot[0] = False
-                    sent[0] += 1
+                    sent[0] += len(group)
                     connecting.release()
 
             try:
                 for _ in range(10):  # a 204 (the wait ran out) is retried; bounded
-                    r = await send(c, "GET", f"/v1/runs/{run_id}/agents/{aid}/observations?after=-1&wait=55"
-                                   f"&lease={lease}", extensions={"trace": trace})
+                    if len(group) == 1 and args.poll == "single":
+                        aid = group[0]
+                        r = await send(c, "GET", f"/v1/runs/{run_id}/agents/{aid}/observations?after=-1&wait=55"
+                                       f"&lease={leases[aid]}", extensions={"trace": trace})
+                    else:
+                        body: dict[str, Any] = {"leases": {aid: leases[aid] for aid in group}}
+                        if args.parts:
+                            body["parts"] = args.parts.split(",")
+                        r = await send(c, "POST", f"/v1/runs/{run_id}/observations?wait=55", json=body,
+                                       extensions={"trace": trace})
                     if r.status_code != 204:
                         break
                 t = unix_now()
                 statuses[str(r.status_code)] = statuses.get(str(r.status_code), 0) + 1
                 if r.status_code != 200:
                     return
-                env = r.json()
-                received.append(t)
-                publish.append(env["deadline_unix"] - args.deadline_s)
+                body = r.json()
+                envs = body["observations"] if "observations" in body else [body]
+                for env in envs:
+                    received.append(t)
+                    publish.append(env["deadline_unix"] - args.deadline_s)
                 if len(received) == n:
                     log(f"scale: all {n} envelopes received, {t - min(publish):.2f} s after the batch's publication")
                     everyone_woke.set()
                 # Answer only once the whole batch is delivered: answering while envelopes are still going out
                 # would load the server and slow the very deliveries being measured.
                 await everyone_woke.wait()
-                async with answering:
-                    a = await send(c, "POST", f"/v1/runs/{run_id}/agents/{aid}/commands?lease={lease}",
-                                   json=command_body(env, {"noop": True}))
-                verdict = a.json().get("status", str(a.status_code)) if a.status_code == 200 else str(a.status_code)
-                verdicts[verdict] = verdicts.get(verdict, 0) + 1
-                if verdict == "accepted":
-                    accepted.append(unix_now())
+                if args.poll == "many" and len(group) > 1:
+                    return  # the multi-poll passes measure the wake only: answering is the single pass's
+                for env in envs:
+                    aid = env["agent_id"]
+                    async with answering:
+                        a = await send(client_of[aid], "POST",
+                                       f"/v1/runs/{run_id}/agents/{aid}/commands?lease={leases[aid]}",
+                                       json=command_body(env, {"noop": True}))
+                    verdict = a.json().get("status", str(a.status_code)) if a.status_code == 200 \
+                        else str(a.status_code)
+                    verdicts[verdict] = verdicts.get(verdict, 0) + 1
+                    if verdict == "accepted":
+                        accepted.append(unix_now())
             except httpx.HTTPError as exc:  # counted and reported: a slow server is a result, not a crash
                 statuses[type(exc).__name__] = statuses.get(type(exc).__name__, 0) + 1
             finally:
@@ -683,24 +733,33 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
 
         rss: dict[str, int] = {}
         hold_s = quiet_s = woke_at = float("nan")
+        not_measured = ""
         with trio.move_on_after(args.timeout) as overall:
             async with trio.open_nursery() as nursery:
                 t1 = wall_seconds()
-                for aid in ids[:-1]:
-                    nursery.start_soon(poll_and_answer, aid)
-                while sent[0] < n - 1 and wall_seconds() - t1 < 120:  # every poll request is on the wire
+                size = POLL_GROUP if args.poll == "many" else 1
+                for i in range(0, n - 1, size):
+                    nursery.start_soon(poll_and_answer, ids[i:min(i + size, n - 1)])
+                # every poll request is on the wire (bounded: half the whole bound; a busy machine once took
+                # minutes, and measuring a batch half the polls have not reached is no measurement)
+                while sent[0] < n - 1 and wall_seconds() - t1 < args.timeout / 2:
                     await trio.sleep(0.05)
-                quiet_s = await wait_quiet(args.server_pid, limit_s=40.0)  # ... and parked in the server
-                hold_s = wall_seconds() - t1
-                rss["holding_kib"] = proc_status_kib(args.server_pid, "VmRSS")
-                log(f"scale: {sent[0]} polls sent, server quiet; RSS {rss['holding_kib'] // 1024} MiB; "
-                    "claiming the last agent (the batch)")
-                await claim(ids[-1])
-                nursery.start_soon(poll_and_answer, ids[-1])
-                with trio.move_on_after(args.timeout / 2):
-                    await everyone_woke.wait()
-                woke_at = unix_now()
-                everyone_woke.set()  # some envelope never came: answer those that did
+                if sent[0] < 0.9 * (n - 1):
+                    not_measured = f"only {sent[0]:,} of {n - 1:,} long-polls were sent within {args.timeout / 2:.0f} s"
+                    log(f"scale: not measured: {not_measured}")
+                    nursery.cancel_scope.cancel()
+                else:  # all of them, or nearly: the batch is measured, the missing polls counted and reported
+                    quiet_s = await wait_quiet(args.server_pid, limit_s=60.0)  # ... and parked in the server
+                    hold_s = wall_seconds() - t1
+                    rss["holding_kib"] = proc_status_kib(args.server_pid, "VmRSS")
+                    log(f"scale: {sent[0]} polls sent, server quiet; RSS {rss['holding_kib'] // 1024} MiB; "
+                        "claiming the last agent (the batch)")
+                    await claim(ids[-1])
+                    nursery.start_soon(poll_and_answer, [ids[-1]])
+                    with trio.move_on_after(args.timeout / 4):
+                        await everyone_woke.wait()
+                    woke_at = unix_now()
+                    everyone_woke.set()  # some envelope never came: answer those that did
         log(f"scale: {len(received)} envelopes received, {len(accepted)} answers accepted")
         rss["after_kib"] = proc_status_kib(args.server_pid, "VmRSS")
         rss["peak_kib"] = proc_status_kib(args.server_pid, "VmHWM")
@@ -708,11 +767,17 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
         wake_ms = [(t - p) * 1000 for t, p in zip(received, publish, strict=True)]
         with trio.move_on_after(30):
             await send(clients[0], "DELETE", f"/v1/runs/{run_id}")
+        claim_all = {}
+        if args.claim == "bulk":
+            await wait_quiet(args.server_pid, limit_s=60.0)  # the cancelled run's polls have had their 410s
+            claim_all = await _claim_all(clients[0], n, args.timeout / 4)
     finally:
         for c in clients:
             with trio.move_on_after(10):
                 await c.aclose()
-    return {"mode": "scale", "agents": n, "claim_s": claim_s, "polls_held_after_s": hold_s, "quiet_wait_s": quiet_s,
+    return {"mode": "scale", "poll": args.poll, "parts": args.parts, "agents": n, "claim_s": claim_all.get("claim_s", claim_s), "claim_how": args.claim,
+            "claim_first_n_minus_1_s": claim_s, "claim_all": claim_all,
+            "not_measured": not_measured, "polls_held_after_s": hold_s, "quiet_wait_s": quiet_s,
             "polls_sent_before_batch": sent[0],
             "statuses": statuses, "timed_out": overall.cancelled_caught,
             "wake_latency_ms": {"p50": percentile(wake_ms, 50), "p99": percentile(wake_ms, 99),
@@ -722,6 +787,27 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
             "decision_deadline_s": args.deadline_s,
             "answered": len(accepted), "server_rss": rss,
             "client_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+
+
+async def _claim_all(client: httpx.AsyncClient, n: int, bound: float) -> dict[str, Any]:
+    """Claiming N agents as a client would: a second N-agent run (created, not timed), claimed with one
+    ``{"agents": "all"}`` request, timed to its reply (which also starts the run: its first batch is built
+    before the reply leaves, so that is in the figure), then cancelled. Measured after the batch's memory
+    was read, so this run's memory is not in the long-poll figures."""
+    with trio.move_on_after(bound):
+        r = await client.post("/v1/runs?scenario=warren&seed=2", json={
+            "controlled_agents": "all", "npc_policy": "none", "params": {"agents": n}})
+        r.raise_for_status()
+        run_id = r.json()["run_id"]
+        t0 = wall_seconds()
+        c = await client.post(f"/v1/runs/{run_id}/claim", json={"agents": "all"})
+        claim_s = wall_seconds() - t0
+        c.raise_for_status()
+        leases = c.json()["leases"]
+        await send(client, "DELETE", f"/v1/runs/{run_id}")
+        log(f"scale: a second run's {len(leases):,} agents claimed with one request in {claim_s:.2f} s")
+        return {"claim_s": claim_s, "agents": len(leases), "reply_bytes": len(c.content)}
+    return {}
 
 
 async def wait_quiet(pid: int, *, limit_s: float, window_s: float = 0.5, busy_frac: float = 0.05) -> float:
@@ -749,10 +835,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server-pid", type=int, default=0, help="read this process's CPU time (and RSS for scale)")
     p.add_argument("--connections", choices=("one", "many"), default="one")
     p.add_argument("--seeds", type=int, default=0,
-                   help="ws-agents: play bench/scenarios/warren_trips with this many seeds (trips) per forager")
+                   help="ws-agents, http-agents: play bench/scenarios/warren_trips with this many seeds (trips) "
+                        "per forager")
     p.add_argument("--max-runs", type=int, default=MAX_RUNS)
+    p.add_argument("--next-wait", action="store_true",
+                   help="http-agents: each command asks for the next envelope in its reply (?wait=)")
     p.add_argument("--run", help="scale: the run to claim")
     p.add_argument("--timeout", type=float, default=180.0, help="scale: give up after this many seconds")
+    p.add_argument("--claim", choices=("bulk", "single"), default="bulk",
+                   help="scale: claim with POST /v1/runs/{run}/claim (lists of ids) or one request per agent")
+    p.add_argument("--poll", choices=("single", "many"), default="single",
+                   help="scale: one GET long-poll per agent, or POST /v1/runs/{run}/observations per 500 agents")
+    p.add_argument("--parts", default="", help="scale --poll many: narrow the envelopes to these parts (a,b,...)")
     p.add_argument("--deadline-s", type=float, default=DEADLINE_S, help="scale: the run's decision_deadline_s")
     args = p.parse_args(argv)
     _check_loopback(args.url)

@@ -46,11 +46,15 @@ def engine(d: dict[str, Any]) -> str:
 
 
 def protocol(d: dict[str, Any]) -> str:
-    rows = [[str(r["agents"]), _stat(r["decisions_per_s"]), _stat(r["latency_p50_ms"], 1), _stat(r["latency_p99_ms"], 1),
+    rows = [[str(r["agents"]), ("1 (?wait=)" if r.get("next_wait") else "2")
+             + (f", {r['seeds']} trips" if r.get("seeds") else ""),
+             _stat(r["decisions_per_s"]), _stat(r.get("requests_per_decision"), 2),
+             _stat(r["latency_p50_ms"], 1), _stat(r["latency_p99_ms"], 1),
              _stat(r["server_cpu_us_per_decision"]), _stat(r["ceiling_requests_per_s"]),
-             _stat(r["ceiling_server_cpu_us_per_request"]), _stat(r["efficiency"], 2)] for r in d["results"]]
-    return _table(["K", "decisions/s", "p50 ms", "p99 ms", "server CPU us/decision", "ceiling req/s",
-                   "ceiling server CPU us/req", "efficiency"], rows)
+             _stat(r["ceiling_server_cpu_us_per_request"]), _stat(r.get("request_ratio"), 2),
+             _stat(r["efficiency"], 2)] for r in d["results"]]
+    return _table(["K", "requests", "decisions/s", "req/decision", "p50 ms", "p99 ms", "server CPU us/decision",
+                   "ceiling req/s", "ceiling server CPU us/req", "req/s / ceiling", "efficiency"], rows)
 
 
 def ws(d: dict[str, Any]) -> str:
@@ -64,7 +68,7 @@ def scale(d: dict[str, Any]) -> str:
     rss, lat = s["server_rss"], s["wake_latency_ms"]
     mib = lambda k: f"{(rss.get(k) or 0) / 1024:,.0f} MiB"  # noqa: E731
     rows = [["agents claimed and long-polling", f"{s['agents']:,}"],
-            ["claiming them (64 at a time)", f"{s['claim_s']:.1f} s"],
+            [f"claiming them ({s.get('claim_how', '64 single claims at a time')})", f"{s['claim_s']:.2f} s"],
             ["server RSS: run created / polls held / after the batch / peak (VmHWM)",
              f"{mib('created_run_kib')} / {mib('holding_kib')} / {mib('after_kib')} / {mib('peak_kib')}"],
             ["wake latency p50 / p99 / max (publish -> client has the envelope)",

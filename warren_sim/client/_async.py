@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -139,6 +139,21 @@ class AsyncAgentClient:
         """
         return _Claiming(self, run_id, agent_id, lease)
 
+    async def claim_many(self, run_id: str, agents: core.ControlledAgents = "all") -> list[AsyncAgent]:
+        """Claim several controlled agents in one request (ids, ``"all"`` or ``{"role": ROLE}``), all or none:
+        a handle per agent, each with a fresh lease of its own (``POST /v1/runs/{run}/claim``, a WARREN
+        extension). Release them yourself (``agent.release()``) or let their leases expire."""
+        states = await self._run(core.claim_many(run_id, agents, self.retry))
+        return [AsyncAgent(self, state) for state in states]
+
+    async def poll_many(self, agents: Sequence[AsyncAgent], wait: float = 25.0,
+                        parts: Iterable[str] | None = None) -> list[Observation]:
+        """One long-poll for several agents of one run (up to ``wait`` s): their new observations, ``[]``
+        when none came (``POST /v1/runs/{run}/observations``, a WARREN extension; ~800 agents a request fit
+        the 64 KiB body). Each agent's handle keeps its place as with ``agent.poll``. ``parts`` (e.g.
+        ``["observation"]``) narrows the envelopes, sparing the server what is left out."""
+        return await self._run(core.poll_many([a._state for a in agents], wait, self.retry, parts))
+
     async def _new_agent(self, run_id: str, agent_id: str, lease: str | None) -> AsyncAgent:
         return AsyncAgent(self, await self._run(core.claim(run_id, agent_id, lease, self.retry)))
 
@@ -198,14 +213,18 @@ class AsyncAgent(core.AgentHandleBase):
         return _ObservationStream(self, wait)
 
     async def submit(self, observation: Observation | str, command: Mapping[str, Any], *,
-                     command_id: str | None = None) -> Receipt:
+                     command_id: str | None = None, next_wait: float | None = None) -> Receipt:
         """Answer ``observation`` (or an observation id) with ``command`` (``{"action": ..., "args": ...}``,
         ``{"sleep_ms": n}`` or ``{"noop": True}``) under a fresh command id (or ``command_id``).
 
         Transport errors are retried under the same id: if the lost attempt had been accepted, the retry's
-        receipt is ``duplicate`` with the original content, which is success (see ``SUCCESS_STATUSES``)."""
+        receipt is ``duplicate`` with the original content, which is success (see ``SUCCESS_STATUSES``).
+
+        ``next_wait=S``: the same request waits up to S s for the agent's next observation, which the next
+        ``next_observation()`` / ``observations()`` step then returns without a request (one request per
+        decision instead of two; on a server without the extension it is simply polled)."""
         body = core.command_body(observation, command, command_id)
-        return await self._run(core.submit(self._state, body, self._retry))
+        return await self._run(core.submit(self._state, body, self._retry, next_wait))
 
     async def receipt(self, command_id: str) -> Receipt:
         """The command's receipt with its current outcome."""

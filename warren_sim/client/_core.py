@@ -35,7 +35,13 @@ import httpx
 
 from warren_sim.protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_HEADER, PROTOCOL_VERSION
 from warren_sim.protocol.converter import WireError, structure_or_error
-from warren_sim.protocol.models import TERMINAL_RUN_STATUSES, ClaimResponse, Receipt, RunView
+from warren_sim.protocol.models import (
+    TERMINAL_RUN_STATUSES,
+    BulkClaimResponse,
+    ClaimResponse,
+    Receipt,
+    RunView,
+)
 from warren_sim.protocol.strict_json import StrictJSONError, canonical_json, loads_strict
 
 from ._exceptions import (
@@ -54,6 +60,9 @@ from ._models import Observation
 
 T = TypeVar("T")
 
+#: The envelope's fields in wire order (a narrowed envelope is completed with empty parts in this order).
+ENVELOPE_FIELDS = ("run_id", "agent_id", "observation_id", "seq", "sim_time_ms", "reason", "deadline_unix",
+                   "briefing_revision", "observation", "text", "affordances")
 #: Outcomes after which a command's outcome can still change (``wait_outcome`` waits past them by default).
 PENDING_OUTCOMES = frozenset({"pending"})
 #: Receipt statuses that mean "the server has accepted this command" (``duplicate``: accepted earlier).
@@ -310,6 +319,9 @@ class AgentState:
     run_status: str | None = None
     released: bool = False
     detached: bool = False
+    #: An envelope that came with a receipt (``submit(..., next_wait=)``), handed out by the next poll
+    #: without a request.
+    prefetched: dict[str, Any] | None = None
 
     def redeliver(self) -> None:
         """Make the next poll hand out the outstanding envelope again, even if it was delivered already."""
@@ -346,6 +358,29 @@ def claim(run_id: str, agent_id: str, lease: str | None, retry: RetryPolicy) -> 
         raise (yield from _ended(exc, run_id, retry)) from None
     got = model(json_body(response, call), ClaimResponse, call)
     return AgentState(run_id, agent_id, got.lease, got.briefing_revision, resumed=bool(lease) and got.lease == lease)
+
+
+def selector_json(agents: ControlledAgents) -> Any:
+    """Agent ids, ``"all"`` or ``{"role": ROLE}`` as the wire's selector (``controlled_agents``, bulk claims)."""
+    if agents == "all":
+        return "all"
+    if isinstance(agents, str):
+        raise TypeError(f'agents are a list of agent ids, "all" or {{"role": ROLE}}, not the string {agents!r}')
+    if isinstance(agents, Mapping):
+        return dict(agents)
+    return list(agents)
+
+
+def claim_many(run_id: str, agents: ControlledAgents, retry: RetryPolicy) -> Op[list[AgentState]]:
+    """Fresh leases on several controlled agents in one request (``POST /v1/runs/{run}/claim``, a WARREN
+    extension), all or none. Like a fresh claim, retried only while the server cannot be reached."""
+    call = Call("POST", f"/v1/runs/{quote_segment(run_id)}/claim", json={"agents": selector_json(agents)})
+    try:
+        response = yield from exchange(call, retry=retry, unsent_only=True)
+    except RunEnded as exc:
+        raise (yield from _ended(exc, run_id, retry)) from None
+    got = model(json_body(response, call), BulkClaimResponse, call)
+    return [AgentState(run_id, aid, token, got.briefing_revision) for aid, token in got.leases.items()]
 
 
 def resume(state: AgentState, retry: RetryPolicy) -> Op[None]:
@@ -400,6 +435,11 @@ def accept_briefing(state: AgentState, data: Any, where: str) -> dict[str, Any]:
 def poll(state: AgentState, wait: float, retry: RetryPolicy) -> Op[Observation | None]:
     """One long-poll: an observation not yet delivered, or None (204, or a redelivery that was dropped)."""
     redelivery = state.redelivery
+    if state.prefetched is not None and not redelivery:
+        data, state.prefetched = state.prefetched, None
+        obs = accept_envelope(state, data, "the receipt's next_observation")
+        if obs is not None:
+            return obs
     after = -1 if redelivery else state.delivered_seq
     call = Call("GET", state.path("/observations"), params={"after": after, "wait": wait, **state.auth},
                 read_timeout=wait + 15.0)
@@ -412,9 +452,71 @@ def poll(state: AgentState, wait: float, retry: RetryPolicy) -> Op[Observation |
     state.redelivery = False
     if response.status_code == 204:
         return None
-    obs = model(json_body(response, call), Observation, call)
+    return accept_envelope(state, json_body(response, call), call.describe(), redelivery)
+
+
+def poll_many(states: list[AgentState], wait: float, retry: RetryPolicy, parts: Iterable[str] | None = None
+              ) -> Op[list[Observation]]:
+    """One long-poll for several agents of one run (``POST /v1/runs/{run}/observations``, a WARREN extension):
+    the new observations among them, each handed to its agent's state as a single poll would (after=
+    its delivered seq, duplicates dropped); ``[]`` on 204. Envelopes kept from ``submit(next_wait=)`` come
+    first, without asking for them again. ``parts`` narrows the envelopes (the server then spares building
+    what is left out); a part left out reads as empty (``text ""``, ``affordances []``, ``observation {}``)."""
+    if not states:
+        return []
+    run_id = states[0].run_id
+    if any(st.run_id != run_id for st in states):
+        raise ValueError("poll_many polls the agents of one run; these belong to "
+                         + ", ".join(sorted({st.run_id for st in states})))
+    by_id = {st.agent_id: st for st in states}
+    kept = []
+    for st in states:
+        if st.prefetched is not None and not st.redelivery:
+            data, st.prefetched = st.prefetched, None
+            obs = accept_envelope(st, data, "the receipt's next_observation")
+            if obs is not None:
+                kept.append(obs)
+    if kept:
+        return kept
+    after = {st.agent_id: -1 if st.redelivery else st.delivered_seq for st in states}
+    body: dict[str, Any] = {"leases": {st.agent_id: st.lease for st in states}, "after": after}
+    if parts is not None:
+        body["parts"] = list(parts)
+    call = Call("POST", f"/v1/runs/{quote_segment(run_id)}/observations", params={"wait": wait}, json=body,
+                read_timeout=wait + 15.0)
+    try:
+        response = yield from exchange(call, (200, 204), retry)
+    except RunEnded as exc:
+        exc = yield from _ended(exc, run_id, retry)
+        for st in states:
+            st.run_status = exc.status or "ended"
+        raise exc from None
+    if response.status_code == 204:
+        return []
+    data = json_body(response, call)
+    envelopes = data.get("observations") if isinstance(data, dict) else None
+    if not isinstance(envelopes, list):
+        raise ProtocolError(f"{call.describe()}: the body must be {{\"observations\": [envelopes]}}")
+    out = []
+    for env in envelopes:
+        owner = by_id.get(str(env.get("agent_id"))) if isinstance(env, dict) else None
+        if owner is None:
+            raise ProtocolError(f"{call.describe()}: got an envelope for an agent that was not polled")
+        redelivery, owner.redelivery = owner.redelivery, False
+        if parts is not None:
+            env = {"observation": {}, "text": "", "affordances": [], **env}
+            env = {k: env[k] for k in ENVELOPE_FIELDS if k in env}
+        obs = accept_envelope(owner, env, call.describe(), redelivery)
+        if obs is not None:
+            out.append(obs)
+    return out
+
+
+def accept_envelope(state: AgentState, data: Any, where: str, redelivery: bool = False) -> Observation | None:
+    """An envelope received for ``state``'s agent, or None when it was handed out already (at-least-once)."""
+    obs = model(data, Observation, where)
     if obs.agent_id != state.agent_id or obs.run_id != state.run_id:
-        raise ProtocolError(f"{call.describe()}: got an envelope for {obs.run_id}/{obs.agent_id}")
+        raise ProtocolError(f"{where}: got an envelope for {obs.run_id}/{obs.agent_id}")
     if obs.seq <= state.delivered_seq and not redelivery:
         return None  # at-least-once delivery: already handed out (dropped, not an error)
     state.delivered_seq = max(state.delivered_seq, obs.seq)
@@ -445,17 +547,32 @@ def command_body(observation: Any, command: Mapping[str, Any], command_id: str |
     return {"command_id": cid, "observation_id": observation_id, **body}
 
 
-def submit(state: AgentState, body: dict[str, Any], retry: RetryPolicy) -> Op[Receipt]:
+def submit(state: AgentState, body: dict[str, Any], retry: RetryPolicy, next_wait: float | None = None
+           ) -> Op[Receipt]:
     """POST the command; transport errors are retried with the same command_id, so an acceptance whose answer
-    was lost comes back as ``duplicate`` (the original receipt) instead of a second acceptance."""
-    call = Call("POST", state.path("/commands"), params=state.auth, json=body)
+    was lost comes back as ``duplicate`` (the original receipt) instead of a second acceptance.
+
+    With ``next_wait`` the request asks for the agent's next envelope in the same reply (``?wait=``, a WARREN
+    extension): it is kept and handed out by the next poll without a request. A server without the
+    extension leaves ``next_observation`` out, and the next poll simply asks it."""
+    params: dict[str, str | int | float] = dict(state.auth)
+    if next_wait is not None:
+        params["wait"] = next_wait
+    call = Call("POST", state.path("/commands"), params=params, json=body,
+                read_timeout=None if next_wait is None else next_wait + 15.0)
     try:
         response = yield from exchange(call, retry=retry)
     except RunEnded as exc:
         exc = yield from _ended(exc, state.run_id, retry)
         state.run_status = exc.status or "ended"
         raise exc from None
-    receipt = model(json_body(response, call), Receipt, call)
+    data = json_body(response, call)
+    if isinstance(data, dict) and "next_observation" in data:
+        data = dict(data)
+        nxt = data.pop("next_observation")
+        if nxt is not None and next_wait is not None:
+            state.prefetched = nxt
+    receipt = model(data, Receipt, call)
     if receipt.command_id != body["command_id"]:
         raise ProtocolError(f"{call.describe()}: the receipt is for {receipt.command_id!r}, "
                             f"not {body['command_id']!r}")
@@ -574,15 +691,9 @@ ControlledAgents = Iterable[str] | Mapping[str, str]
 
 def run_create_body(controlled_agents: ControlledAgents, npc_policy: str, pace: float | None,
                     decision_deadline_s: float, params: Mapping[str, Any] | None) -> dict[str, Any]:
-    selector: Any
-    if controlled_agents == "all":
-        selector = "all"
-    elif isinstance(controlled_agents, str):
+    if isinstance(controlled_agents, str) and controlled_agents != "all":
         raise TypeError(f'controlled_agents is a list of agent ids, "all" or {{"role": ROLE}}, not the string '
                         f"{controlled_agents!r}")
-    elif isinstance(controlled_agents, Mapping):
-        selector = dict(controlled_agents)
-    else:
-        selector = list(controlled_agents)
+    selector = selector_json(controlled_agents)
     return {"controlled_agents": selector, "npc_policy": npc_policy, "pace": pace,
             "decision_deadline_s": decision_deadline_s, "params": dict(params or {})}

@@ -4,7 +4,7 @@ client without ``await`` (drivers of :mod:`._core` over an ``httpx.Client``)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -117,6 +117,17 @@ class AgentClient:
         releases it when the block ends (unless ``agent.detach()`` was called)."""
         return Agent(self, self._run(core.claim(run_id, agent_id, lease, self.retry)))
 
+    def poll_many(self, agents: Sequence[Agent], wait: float = 25.0, parts: Iterable[str] | None = None
+                  ) -> list[Observation]:
+        """One long-poll for several agents of one run: their new observations, ``[]`` when none came
+        within ``wait`` s (``POST /v1/runs/{run}/observations``)."""
+        return self._run(core.poll_many([a._state for a in agents], wait, self.retry, parts))
+
+    def claim_many(self, run_id: str, agents: core.ControlledAgents = "all") -> list[Agent]:
+        """Claim several controlled agents in one request (ids, ``"all"`` or ``{"role": ROLE}``), all or none:
+        a handle per agent, each with a fresh lease of its own (``POST /v1/runs/{run}/claim``)."""
+        return [Agent(self, state) for state in self._run(core.claim_many(run_id, agents, self.retry))]
+
 
 class Agent(core.AgentHandleBase):
     """One claimed agent (blocking): the same methods as :class:`~warren_sim.client.AsyncAgent`."""
@@ -154,11 +165,12 @@ class Agent(core.AgentHandleBase):
             yield obs
 
     def submit(self, observation: Observation | str, command: Mapping[str, Any], *,
-               command_id: str | None = None) -> Receipt:
+               command_id: str | None = None, next_wait: float | None = None) -> Receipt:
         """Answer ``observation`` with ``command`` under a fresh (or the given) command id; transport errors
-        are retried under the same id, so a lost acceptance comes back as ``duplicate`` (success)."""
+        are retried under the same id, so a lost acceptance comes back as ``duplicate`` (success).
+        ``next_wait=S`` fetches the next observation in the same request (see the async client)."""
         body = core.command_body(observation, command, command_id)
-        return self._run(core.submit(self._state, body, self._retry))
+        return self._run(core.submit(self._state, body, self._retry, next_wait))
 
     def receipt(self, command_id: str) -> Receipt:
         """The command's receipt with its current outcome."""

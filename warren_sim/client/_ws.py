@@ -269,9 +269,11 @@ class AsyncWsAgent(AsyncAgent):
                 return obs
 
     async def submit(self, observation: Observation | str, command: Mapping[str, Any], *,
-                     command_id: str | None = None) -> Receipt:
+                     command_id: str | None = None, next_wait: float | None = None) -> Receipt:
         """``agent.submit`` under a fresh command id (or ``command_id``); a submit cut by a lost connection is
-        sent again under the same id after the reconnect (``duplicate`` if the first had been accepted)."""
+        sent again under the same id after the reconnect (``duplicate`` if the first had been accepted).
+        ``next_wait`` is accepted for the HTTP client's signature and ignored: over WebSocket the next
+        observation is pushed anyway."""
         body = core.command_body(observation, command, command_id)
         receipt = core.model(await self._call("agent.submit", command=body), Receipt, "agent.submit")
         if receipt.command_id != body["command_id"]:

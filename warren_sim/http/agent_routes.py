@@ -1,35 +1,131 @@
 """Agent routes over HTTP long-polling: claim, release, briefing, observations, commands, receipts.
 
-Every route but ``claim`` authenticates the ``?lease=`` token first (which refreshes its TTL); the lease
+Every route but the claims authenticates the ``?lease=`` token first (which refreshes its TTL); the lease
 rules live in :mod:`warren_sim.runtime.leases`, the verdicts in :mod:`warren_sim.protocol.verdicts`.
+
+Two extensions of warren-agent/0 cut requests, which is where HTTP's cost is (DESIGN section 12; both in
+the schemas and the OpenAPI document, docs/client.md "Fewer requests"):
+
+* ``POST /v1/runs/{run}/claim`` claims a selector's agents (ids, ``"all"``, ``{"role": ROLE}``) in one
+  request, one fresh lease each;
+* ``POST .../commands?wait=S`` answers with the receipt *and* the agent's next envelope
+  (``next_observation``), waited for up to S seconds: one request per decision instead of two. Without
+  ``wait`` the reply is the seed's receipt, unchanged;
+* ``POST /v1/runs/{run}/observations?wait=S`` long-polls several agents at once (each with its own lease
+  token, in the body): a client driving many agents holds one request, not one per agent.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import orjson
 from quart import Response, request
 
 from ..protocol import PROTOCOL_VERSION
-from ..protocol.converter import converter
+from ..protocol.converter import WireError, converter, structure_or_error
+from ..protocol.models import BulkClaim, MultiPoll, Receipt
 from ..runtime.errors import RunError
-from .replies import float_arg, int_arg, json_body, problem_reply, reply
+from ..runtime.leases import RemoteAgent
+from ..runtime.run import Run
+from ..runtime.stored import StoredRun
+from .agent_ws import PARTS
+from .replies import BadRequest, float_arg, int_arg, json_body, problem_reply, reply
 from .state import WarrenApp
 
 __all__ = ["register_agent_routes"]
+
+
+def _fast_reply(obj: Any) -> Response:
+    """A JSON reply serialized by orjson: the hot replies (envelopes, receipts, batches of envelopes) are plain
+    JSON types, and orjson makes them 5-10x cheaper than ``json.dumps`` (same JSON, compact separators)."""
+    return Response(orjson.dumps(obj), status=200, content_type="application/json")
 
 
 def _lease() -> str | None:
     return request.args.get("lease")
 
 
+def _check_protocol_arg() -> None:
+    asked = request.args.get("protocol")
+    if asked is not None and asked != PROTOCOL_VERSION:
+        raise RunError(409, f"this server speaks {PROTOCOL_VERSION}, the claim asked for protocol={asked!r}")
+
+
+async def _next_envelope(run: Run | StoredRun, ra: RemoteAgent, receipt: Receipt, wait: float) -> dict[str, Any] | None:
+    """After an accepted (or duplicate) command: the agent's next envelope, waited for up to ``wait`` s.
+
+    None when the verdict was not an acceptance (the observation is still the agent's to answer, or a newer
+    one is: a poll says which), when nothing came in time, or when the run ended meanwhile: the receipt must
+    leave whatever happens, so a 410 or a full poll slot becomes null and the client polls as usual.
+    """
+    if receipt.status not in ("accepted", "duplicate"):
+        return None
+    record = ra.ledger.observations.get(receipt.observation_id)
+    if record is None:
+        return None
+    try:
+        return await run.wait_observation(ra, record.seq, wait)
+    except RunError:
+        return None
+
+
 def register_agent_routes(app: WarrenApp) -> None:
     runs = app.warren.runs
     config = app.warren.config
 
+    @app.route("/v1/runs/<run_id>/claim", methods=["POST"])
+    async def claim_many(run_id: str) -> Response:
+        _check_protocol_arg()
+        run = runs().get(run_id)
+        body = await json_body(required=True)
+        try:
+            selector = structure_or_error(body, BulkClaim).agents
+        except WireError as exc:
+            raise BadRequest(400, f"{exc}; send {{\"agents\": \"all\"}}, {{\"agents\": {{\"role\": ROLE}}}} or "
+                             '{"agents": [ids]}') from None
+        if run.is_ended:
+            raise RunError(410, f"{run_id} has ended with status {run.status}; it cannot be claimed")
+        assert isinstance(run, Run)
+        leases = run.claim_many(selector)
+        return reply({"leases": leases, "briefing_revision": 1})
+
+    @app.route("/v1/runs/<run_id>/observations", methods=["POST"])
+    async def observations_many(run_id: str) -> Response:
+        run = runs().get(run_id)
+        wait = min(float_arg("wait", 0.0), config.max_wait_s)
+        body = await json_body(required=True)
+        try:
+            poll = structure_or_error(body, MultiPoll)
+        except WireError as exc:
+            raise BadRequest(400, f'{exc}; send {{"leases": {{AGENT: TOKEN, ...}}, "after": {{AGENT: SEQ, ...}}}}') \
+                from None
+        if not poll.leases:
+            raise BadRequest(400, "leases is empty; name each agent to poll with its lease token")
+        stray = [aid for aid in poll.after if aid not in poll.leases]
+        if stray:
+            raise BadRequest(400, f"after names {', '.join(map(repr, stray[:10]))}, not in leases; give each "
+                             "polled agent's lease in leases")
+        low = [aid for aid, seq in poll.after.items() if seq < -1]
+        if low:
+            raise BadRequest(400, f"after of {low[0]!r} must be >= -1 (-1: nothing received yet)")
+        parts = None if poll.parts is None else tuple(poll.parts)
+        if parts is not None and (not parts or any(p not in PARTS for p in parts)):
+            raise BadRequest(400, f"parts must be a non-empty list drawn from {', '.join(PARTS)}, got {poll.parts!r}; "
+                             "leave it out for whole envelopes")
+        wanted = [(run.authenticate(aid, token), poll.after.get(aid, -1)) for aid, token in poll.leases.items()]
+        if run.is_ended:
+            raise RunError(410, f"{run_id} has ended with status {run.status}; there will be no more observations")
+        assert isinstance(run, Run)
+        envs = await run.wait_observations(wanted, wait)
+        if not envs:
+            return Response("", status=204)
+        # each envelope built (and, narrowed, serialized) once, whoever else receives it
+        return _fast_reply({"observations": [env.full() if parts is None else env.shaped(parts) for env in envs]})
+
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/claim", methods=["POST"])
     async def claim(run_id: str, agent_id: str) -> Response:
-        asked = request.args.get("protocol")
-        if asked is not None and asked != PROTOCOL_VERSION:
-            raise RunError(409, f"this server speaks {PROTOCOL_VERSION}, the claim asked for protocol={asked!r}")
+        _check_protocol_arg()
         run = runs().get(run_id)
         token, _ = run.claim(agent_id, _lease())
         return reply({"lease": token, "briefing_revision": 1})
@@ -54,19 +150,28 @@ def register_agent_routes(app: WarrenApp) -> None:
         env = await run.wait_observation(ra, after, wait)
         if env is None:
             return Response("", status=204)
-        return reply(env)
+        return _fast_reply(env)
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/commands", methods=["POST"])
     async def submit(run_id: str, agent_id: str) -> Response:
         run = runs().get(run_id)
+        wait = None if "wait" not in request.args else min(float_arg("wait", 0.0), config.max_wait_s)
         ra = run.authenticate(agent_id, _lease())
         body = await json_body(required=True)
         judgement = run.submit(ra, body, _lease())
         if judgement.accept:
             await run.journal.durable()  # --fsync: on disk before the receipt leaves (one fsync per tick)
-        if judgement.receipt is None:
+        receipt = judgement.receipt
+        if receipt is None:
             return problem_reply(422, judgement.problem_detail)
-        return reply(converter.unstructure(judgement.receipt))
+        if wait is None:
+            return _fast_reply(converter.unstructure(receipt))
+        env = await _next_envelope(run, ra, receipt, wait)
+        if env is not None and receipt.status == "accepted":
+            receipt = run.receipt(ra, receipt.command_id)  # the batch was adjudicated: its outcome is known
+        out = converter.unstructure(receipt)
+        out["next_observation"] = env
+        return _fast_reply(out)
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/commands/<command_id>", methods=["GET"])
     async def get_receipt(run_id: str, agent_id: str, command_id: str) -> Response:

@@ -38,6 +38,9 @@ __all__ = [
     "LIVE_RUN_STATUSES",
     "TERMINAL_RUN_STATUSES",
     "AgentView",
+    "BulkClaim",
+    "BulkClaimResponse",
+    "MultiPoll",
     "ClaimResponse",
     "Conflict",
     "ControlledAgents",
@@ -164,6 +167,48 @@ class ClaimResponse:
 
     lease: str
     briefing_revision: int
+
+
+@attrs.frozen
+class BulkClaim:
+    """Body of ``POST /v1/runs/{run}/claim``: several controlled agents claimed in one request (an extension).
+
+    ``agents`` selects among the run's controlled agents as ``controlled_agents`` selects among a world's:
+    ids, ``"all"`` or ``{"role": ROLE}``. Why: claiming 10,000 agents one request each costs ~1 ms of
+    framework per request (10 s); one request costs one reply (bench/RESULTS.md "### scale").
+    """
+
+    WIRE_NAME: ClassVar[str] = "the bulk claim body"
+
+    agents: ControlledAgents = attrs.field(validator=_check_unique)
+
+
+@attrs.frozen
+class BulkClaimResponse:
+    """Answer to a bulk claim: one fresh lease token per agent claimed (send each as that agent's ``?lease=``)."""
+
+    WIRE_NAME: ClassVar[str] = "the bulk claim response"
+
+    leases: dict[str, str]
+    briefing_revision: int
+
+
+@attrs.frozen
+class MultiPoll:
+    """Body of ``POST /v1/runs/{run}/observations?wait=S``: one long-poll for several agents (an extension).
+
+    ``leases`` maps each agent to its own lease token; ``after`` (per agent, default -1) is the highest
+    seq already received, as the single poll's ``?after=``; ``parts`` narrows each envelope as the WebSocket
+    binding's ``agent.subscribe`` does (leaving out ``text`` and ``affordances`` spares building them). Why: a
+    client driving many agents holds one
+    request instead of one per agent, and a batch wakes one task per poll (bench/RESULTS.md "### scale").
+    """
+
+    WIRE_NAME: ClassVar[str] = "the multi-agent poll body"
+
+    leases: dict[str, str]
+    after: dict[str, int] = attrs.field(factory=dict)
+    parts: list[str] | None = None
 
 
 @attrs.frozen

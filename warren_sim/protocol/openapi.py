@@ -53,6 +53,7 @@ ERROR_TEXT: dict[int, str] = {
 
 NO_CONTENT = {
     "pollObservation": "No observation with seq > after came within wait seconds; poll again.",
+    "pollObservations": "No polled agent got an observation newer than its after within wait seconds; poll again.",
     "streamEvents": "The run has ended and the reconnecting reader has every record: stop reconnecting.",
 }
 
@@ -139,6 +140,24 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                           "send the records after this cursor (-1: all); a Last-Event-ID header wins"),),
              description="The same frames as the spectator WebSocket WS /v1/runs/{run_id}/stream. A reconnect "
                          "(Last-Event-ID) to an ended run with nothing left to send gets 204."),
+    Endpoint("POST", "/v1/runs/{run_id}/claim", "claimAgents",
+             "Claim several controlled agents in one request, one fresh lease each (a WARREN extension)", 200,
+             "bulk_claim_response", (400, 404, 408, 409, 410, 413), query=(_PROTO,), body="bulk_claim",
+             body_required=True,
+             description="agents: a list of ids, \"all\" or {\"role\": ROLE}, among the run's controlled agents. "
+                         "All or none: 409 (nothing claimed) when one of them is held by a live lease or is not "
+                         "controlled; resume a held agent with its own token at POST .../agents/{agent_id}/claim. "
+                         "The run starts once every controlled agent was claimed, as with single claims."),
+    Endpoint("POST", "/v1/runs/{run_id}/observations", "pollObservations",
+             "Long-poll several agents of the run at once, each with its own lease (a WARREN extension)", 200,
+             "observation_batch", (400, 401, 403, 404, 408, 409, 410, 413, 429), body="multi_poll",
+             body_required=True, also=(204,),
+             query=(Param("wait", {"type": "number", "minimum": 0, "default": 0},
+                          "seconds to wait for at least one envelope (capped by the server); 204 when none came"),),
+             description="The body's leases authenticate (and refresh) every agent's lease; one that is missing, "
+                         "wrong or expired refuses the whole poll (401/403, naming the agent). The reply lists "
+                         "every polled agent's outstanding envelope newer than its after, narrowed to the body's "
+                         "parts when it names them (as the WebSocket binding's agent.subscribe)."),
     Endpoint("POST", f"{_AGENT}/claim", "claimAgent", "Claim a controlled agent, or resume a live lease", 200,
              "claim_response", (404, 409, 410), query=(_LEASE, _PROTO),
              description="409 while another live lease holds the agent or when it is not controlled; 410 once "
@@ -159,8 +178,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", f"{_AGENT}/commands", "submitCommand", "Answer an observation with one command", 200,
              "receipt", (400, 401, 403, 404, 408, 409, 413, 422), leased=True, body="command",
              body_required=True,
+             query=(Param("wait", {"type": "number", "minimum": 0},
+                          "a WARREN extension: after an accepted (or duplicate) command, wait up to this many "
+                          "seconds (capped by the server) for the agent's next envelope and return it in the "
+                          "receipt's next_observation (null if none came); leave it out for the plain receipt"),),
              description="Every verdict is a 200 receipt: accepted, duplicate (the command_id was already "
-                         "accepted; the original receipt's content), rejected, stale or expired."),
+                         "accepted; the original receipt's content), rejected, stale or expired. With ?wait= the "
+                         "receipt also carries next_observation: one request per decision instead of two."),
     Endpoint("GET", f"{_AGENT}/commands/{{command_id}}", "getReceipt",
              "A command's receipt with its current outcome", 200, "receipt", (401, 403, 404, 409), leased=True),
     Endpoint("GET", "/v1/schemas", "listSchemas", "The normative JSON Schemas", 200, "schema_list", (409,)),

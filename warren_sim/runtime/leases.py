@@ -74,7 +74,8 @@ class RemoteAgent:
     changed: trio.Event = attrs.Factory(trio.Event)
     receipts: dict[str, Receipt] = attrs.Factory(dict)  # latest receipt per command id (all verdicts)
     observation_of_command: dict[str, str] = attrs.Factory(dict)
-    # called on every poke, in the poking task: a WebSocket connection notes the wake without a task of its own
+    # called on every poke, in the poking task: a WebSocket connection notes the wake without a task of its own,
+    # and a multi-agent poll (Run.wait_observations) sets its one event, however many agents it covers
     listeners: list[Callable[[], None]] = attrs.Factory(list)
 
     @property

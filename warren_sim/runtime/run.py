@@ -24,13 +24,13 @@ import trio
 
 from ..engine import NOOP, Batch, Observation, Policy, Simulation, briefing
 from ..engine.headless import answer_or_noop
-from ..protocol.models import TERMINAL_RUN_STATUSES, Receipt
+from ..protocol.models import TERMINAL_RUN_STATUSES, ControlledAgents, Receipt, RoleSelector
 from ..protocol.verdicts import Judgement, judge, record_acceptance
 from .clock import WallMap, unix_now
 from .errors import RunError, too_many_spectators
 from .journal import Journal
 from .leases import RemoteAgent, check_lease, poll_slot, take_lease
-from .views import WireEnvelope, current_envelope, receipt_with_outcome, run_view
+from .views import WireEnvelope, current_envelope, current_wire, receipt_with_outcome, run_view
 
 __all__ = ["Run", "RunConfig"]
 
@@ -363,6 +363,61 @@ class Run:
         self._poke_batch()
         return token, resumed
 
+    def claim_many(self, selector: ControlledAgents) -> dict[str, str]:
+        """Fresh leases on the controlled agents ``selector`` names, all or none: ``{agent_id: token}``.
+
+        One request instead of one per agent (``POST /v1/runs/{run}/claim``): the lease sidecar is written
+        once, the journal flushed once and the batch woken once, where N single claims did each N times. An
+        agent held by a live lease refuses the whole claim (409) and nothing changes: its holder resumes it
+        with its own token (``POST .../agents/{agent}/claim?lease=``).
+        """
+        if self.is_ended:
+            raise RunError(410, f"{self.run_id} has ended with status {self.status}; it cannot be claimed")
+        ids = self._select(selector)
+        held = [aid for aid in ids if self.remote[aid].claimed]
+        if held:
+            shown = ", ".join(held[:10]) + (f" and {len(held) - 10} more" if len(held) > 10 else "")
+            raise RunError(409, f"{len(held)} of the {len(ids)} agents selected are held by live leases ({shown}); "
+                           "a bulk claim takes all or none, and nothing was claimed. Claim the others by naming "
+                           "them ({\"agents\": [ids]}), or resume a held agent with its own token (POST "
+                           f"/v1/runs/{self.run_id}/agents/{{agent}}/claim?lease=<token>)")
+        leases = {aid: take_lease(self.remote[aid], None, self.config.lease_ttl, self.run_id)[0] for aid in ids}
+        self.save_leases()
+        t = self.sim.time
+        self.journal.extend([{"kind": "claim", "t": t, "agent": aid} for aid in ids])
+        self.journal.flush()
+        self._claimed_once.update(ids)
+        if self.status == "created" and len(self._claimed_once) == len(self.remote):
+            self.start()
+        self._rescan = True
+        self._poke_batch()
+        return leases
+
+    def _select(self, selector: ControlledAgents) -> list[str]:
+        """The controlled agents a bulk claim names (ids, ``"all"``, ``{"role": ROLE}``), in the run's order."""
+        if selector == "all":
+            if not self.remote:
+                raise RunError(409, f"{self.run_id} has no controlled agents; name agents in controlled_agents "
+                               "when creating a run to drive them remotely")
+            return list(self.remote)
+        if isinstance(selector, RoleSelector):
+            world = self.sim.world.agents
+            picked = [aid for aid in self.remote if world[aid].role == selector.role]
+            if not picked:
+                roles = sorted({a.role for a in world.values()})
+                if selector.role not in roles:
+                    raise RunError(400, f"no agent of {self.run_id} has the role {selector.role!r}; its roles: "
+                                   f"{', '.join(roles)}")
+                raise RunError(409, f"no {selector.role} of {self.run_id} is a controlled agent; controlled: "
+                               f"{', '.join(list(self.remote)[:20]) or 'none'}")
+            return picked
+        if not selector:
+            raise RunError(400, 'agents is an empty list; name at least one controlled agent, or use "all" or '
+                           '{"role": ROLE}')
+        for aid in selector:
+            self.agent(aid)  # 404 for an agent the world does not have, 409 for one that is not controlled
+        return list(selector)
+
     def release(self, agent_id: str, token: str | None) -> None:
         ra = self.authenticate(agent_id, token)
         ra.lease = None
@@ -410,6 +465,35 @@ class Run:
                     return env
                 await ra.changed.wait()
         return None
+
+    async def wait_observations(self, wanted: list[tuple[RemoteAgent, int]], wait: float) -> list[WireEnvelope]:
+        """Several agents' outstanding envelopes (each with ``seq`` after its own ``after``), waiting up to
+        ``wait`` s for at least one; ``[]`` on timeout (``POST /v1/runs/{run}/observations``).
+
+        One task and one event wait for all of them (a listener on each agent), so a batch of N agents
+        polled this way wakes N / (agents per poll) tasks. Each lease holds one of its poll slots meanwhile.
+        """
+        with contextlib.ExitStack() as slots:
+            for ra, _ in wanted:
+                slots.enter_context(poll_slot(ra, self.config.max_polls_per_lease))
+            with trio.move_on_after(wait):
+                while True:
+                    if self.is_ended:
+                        raise RunError(410, f"{self.run_id} has ended with status {self.status}"
+                                       + (f" ({self.error})" if self.error else "")
+                                       + "; there will be no more observations")
+                    ready = [env for ra, after in wanted if (env := current_wire(ra, after)) is not None]
+                    if ready:
+                        return ready
+                    wake = trio.Event()
+                    for ra, _ in wanted:
+                        ra.listeners.append(wake.set)
+                    try:
+                        await wake.wait()
+                    finally:
+                        for ra, _ in wanted:
+                            ra.listeners.remove(wake.set)
+        return []
 
     @contextlib.contextmanager
     def spectator_slot(self) -> Iterator[None]:
