@@ -79,7 +79,8 @@ def play_with_kills(tmp_path: Path, scenario: str, seed: int, params: dict[str, 
     assert len({r["observation_id"] for r in commands}) == len(commands)
 
 
-@pytest.mark.slow  # 15-35 s of wall time: outside the edit-test loop, in every full run
+# 15-35 s of wall time, in the fast tier all the same: the suite runs on every core, and a restart that loses
+# work must show up in the edit-test loop
 def test_kill_reduced_bridge_repair(tmp_path: Path) -> None:
     """Three SIGKILLs at random moments of a served bridge_repair run, three remote agents in their own processes."""
     play_with_kills(tmp_path, "bridge_repair", 3, {}, ["courier-1", "engineer-1", "medic-1"], kills=3, pace=4.0,

@@ -38,9 +38,9 @@ def text_of(result: Any) -> str:
     return "\n".join(c.text for c in result.content)
 
 
-def create_run(url: str, agent: str = "engineer-1", seed: int = 3) -> str:
+def create_run(url: str, agent: str = "engineer-1", seed: int = 3, pace: float | None = None) -> str:
     response = httpx.post(f"{url}/v1/runs", params={"scenario": "bridge_repair", "seed": seed},
-                          json={"controlled_agents": [agent], "npc_policy": "solution"})
+                          json={"controlled_agents": [agent], "npc_policy": "solution", "pace": pace})
     assert response.status_code == 201, response.text
     return str(response.json()["run_id"])
 
@@ -143,7 +143,9 @@ async def test_warren_mcp_over_stdio_plays_a_served_run_to_its_end(served: str, 
 
 @pytest.mark.slow
 async def test_a_lost_lease_and_an_ended_run_are_tool_errors_that_say_what_to_do(served: str, tmp_path: Path) -> None:
-    run = create_run(served)
+    # paced: once engineer-1 is released it no longer blocks the run (DESIGN 3), and unpaced the run could reach
+    # its end before the test claims the agent again (it did, once, on a loaded CI machine: 410)
+    run = create_run(served, pace=1.0)
     log_path = tmp_path / "mcp.log"
     with open(log_path, "w") as log:
         async with Client(stdio_client(mcp_params(served, "--run", run, "--agent", "engineer-1"), errlog=log)) as client:
