@@ -141,15 +141,12 @@ def apply_llm_options(args: argparse.Namespace) -> None:
 
 def tokens_line(policies: Any) -> str | None:
     """``tokens: N prompt + M completion`` summed over policies exposing ``usage``, or None if none does."""
-    prompt = completion = 0
-    seen = False
-    for policy in policies:
-        usage = getattr(policy, "usage", None)
-        if isinstance(usage, dict):
-            seen = True
-            prompt += int(usage.get("prompt_tokens", 0) or 0)
-            completion += int(usage.get("completion_tokens", 0) or 0)
-    return f"tokens: {prompt:,} prompt + {completion:,} completion" if seen else None
+    from ..evaluation.runs import tokens_of  # the one place that sums a run's token usage
+
+    tokens = tokens_of(policies)
+    if tokens is None:
+        return None
+    return f"tokens: {tokens['prompt']:,} prompt + {tokens['completion']:,} completion"
 
 
 def remote_command(command: Any) -> tuple[Any, str | None]:

@@ -23,7 +23,7 @@ from ..client import AsyncAgentClient
 from ..http.app import create_app
 from ..protocol.models import TERMINAL_RUN_STATUSES
 from ..runtime.manager import ServerConfig
-from .served import WarrenTestError, server_options
+from .served import WarrenTestError, checked, server_options
 
 __all__ = ["AppRun", "InProcessWarren", "open_in_process"]
 
@@ -44,13 +44,7 @@ class InProcessWarren:
 
     async def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         response = await self.http.request(method, path, **kwargs)
-        if response.status_code >= 400:
-            try:
-                detail = response.json().get("detail", response.text)
-            except ValueError:
-                detail = response.text
-            raise WarrenTestError(f"{method} {path} -> {response.status_code}: {detail}")
-        return response
+        return checked(method, path, response)
 
     async def create_run(self, scenario: str, seed: int = 0, controlled_agents: Iterable[str] = (),
                          **options: Any) -> AppRun:

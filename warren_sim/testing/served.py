@@ -48,6 +48,18 @@ class WarrenTestError(AssertionError):
     """WARREN refused what a test asked of it, or a wait ran out; the message carries the server's detail."""
 
 
+def checked(method: str, path: str, response: httpx.Response) -> httpx.Response:
+    """``response`` if it succeeded; a 4xx/5xx becomes :class:`WarrenTestError` with the server's detail (both the
+    served and the in-process fixtures' ``request``)."""
+    if response.status_code >= 400:
+        try:
+            detail = response.json().get("detail", response.text)
+        except ValueError:
+            detail = response.text
+        raise WarrenTestError(f"{method} {path} -> {response.status_code}: {detail}")
+    return response
+
+
 def server_options(options: dict[str, Any]) -> dict[str, Any]:
     """``options`` checked against :class:`ServerConfig`'s fields (a teaching error for an unknown one)."""
     fields = {f.name for f in attrs.fields(ServerConfig)} - {"data_dir"}
@@ -216,13 +228,7 @@ class WarrenServer:
         if self._http is None:
             raise WarrenTestError("the WARREN server is not running (killed, or closed); restart() it first")
         response = self._http.request(method, path, **kwargs)
-        if response.status_code >= 400:
-            try:
-                detail = response.json().get("detail", response.text)
-            except ValueError:
-                detail = response.text
-            raise WarrenTestError(f"{method} {path} -> {response.status_code}: {detail}")
-        return response
+        return checked(method, path, response)
 
     def create_run(self, scenario: str, seed: int = 0, controlled_agents: Iterable[str] = (),
                    **options: Any) -> ServedRun:
