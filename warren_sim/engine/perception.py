@@ -9,6 +9,7 @@ command is validated against.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -141,28 +142,25 @@ class Observation:
             found = tools[tool] = _tool_choices(self._sim, self._agent, tool)
         return found
 
-    def unavailable(self) -> dict[str, str]:
-        """Why each unavailable tool is unavailable (tools always available are not computed)."""
+    def _shared(self) -> Perceived:
+        """Every tool's choices and what is made of them, shared with the batch's other observations that
+        perceive the same (see ``Perceived``); this observation's own ``tool_choices`` are filled from it."""
         lazy = self._kept()
-        unavailable: dict[str, str] | None = lazy.get("unavailable")
-        if unavailable is None:
-            unavailable = {}
-            for tool in self._agent.tools:
-                if tool not in ALWAYS_AVAILABLE:
-                    params, why = self.tool_choices(tool)
-                    if params is None:
-                        unavailable[tool] = why
-            lazy["unavailable"] = unavailable
-        return unavailable
+        found: Perceived | None = lazy.get("perceived")
+        if found is None:
+            self._check_fresh()
+            found = lazy["perceived"] = perceived(self._sim, self._agent)
+            tools = lazy.get("tools")
+            lazy["tools"] = dict(found.choices) if tools is None else {**found.choices, **tools}
+        return found
+
+    def unavailable(self) -> dict[str, str]:
+        """Why each unavailable tool is unavailable."""
+        return self._shared().unavailable
 
     def choices(self) -> dict[str, dict[str, list[str] | None]]:
         """Every available tool's parameter choices."""
-        out = {}
-        for tool in self._agent.tools:
-            params, _ = self.tool_choices(tool)
-            if params is not None:
-                out[tool] = params
-        return out
+        return self._shared().available
 
     @property
     def view(self) -> ObservationView:
@@ -176,27 +174,33 @@ class Observation:
 
     @property
     def observation(self) -> dict[str, Any]:
-        """The whole observation object (the wire truth), built from the same fields as ``view``."""
+        """The whole observation object (the wire truth), built from the same fields as ``view``: directly,
+        field after field, unless the view already built some (those are reused: one object per field)."""
         lazy = self._kept()
         found: dict[str, Any] | None = lazy.get("observation")
         if found is None:
-            found = lazy["observation"] = self.view.to_dict()
+            self._check_fresh()
+            view = self._view
+            if view is None:
+                found = {k: build(self) for k, build in OBSERVATION_FIELDS_DIRECT.items()}
+            else:
+                found = view.to_dict()
+            lazy["observation"] = found
         return found
 
     @property
     def affordances(self) -> list[dict[str, Any]]:
-        lazy = self._kept()
-        found: list[dict[str, Any]] | None = lazy.get("affordances")
-        if found is None:
-            found = lazy["affordances"] = _build_affordances(self._agent, self.choices())
-        return found
+        """Per available tool its choices and suggestions: shared with the observations that perceive the same."""
+        return self._shared().affordances
 
     @property
     def text(self) -> str:
         lazy = self._kept()
         found: str | None = lazy.get("text")
         if found is None:
-            found = lazy["text"] = render_text(self.observation, self.affordances, self.reason, self.name)
+            shared = self._shared()
+            found = lazy["text"] = render_text(self.observation, shared.affordances, self.reason, self.name,
+                                               can=shared.can)
         return found
 
 
@@ -343,11 +347,7 @@ def _f_visible(o: Observation) -> dict[str, Any]:
 
 
 def _f_tools(o: Observation) -> list[dict[str, Any]]:
-    tools = o._sim.tools
-    unavailable = o.unavailable()
-    return [{"action": t, "lane": tools[t].lane, "durative": tools[t].durative,
-             "available": t not in unavailable, **({"why": unavailable[t]} if t in unavailable else {})}
-            for t in o._agent.tools]
+    return o._shared().tools
 
 
 def _f_agent(o: Observation) -> str:
@@ -389,6 +389,19 @@ def _f_objectives(o: Observation) -> list[dict[str, Any]]:
     return o._sim.shared_objective_views()
 
 
+def _place_dict(o: Observation) -> dict[str, Any]:
+    """``place`` as a plain dict, in one pass (what ``PLACE_FIELDS`` build one by one through the view)."""
+    sim, agent = o._sim, o._agent
+    w = sim.world
+    cell = agent.cell
+    place = w.cell_place.get(cell)
+    me = agent.id
+    return {"name": place, "cell": cell_name(cell),
+            "description": w.places[place].description if place is not None else "",
+            "items": _p_items(o), "agents": [_agent_view(sim, a) for a in w.agents_in_reach(cell) if a != me],
+            "structures": [_structure_view(sim, s) for s in w.structures_in_reach(cell)]}
+
+
 OBSERVATION_FIELDS: dict[str, Callable[[Observation], Any]] = {
     "agent": _f_agent,
     "time": _f_time,
@@ -403,9 +416,76 @@ OBSERVATION_FIELDS: dict[str, Callable[[Observation], Any]] = {
     "objectives": _f_objectives,
     "tools": _f_tools,
 }
+# The same fields for the whole object at once (``Observation.observation``): ``place`` a plain dict.
+OBSERVATION_FIELDS_DIRECT: dict[str, Callable[[Observation], Any]] = {**OBSERVATION_FIELDS, "place": _place_dict}
 
 
-def _build_affordances(agent: Agent, choices: dict[str, dict[str, list[str] | None]]) -> list[dict[str, Any]]:
+class Perceived:
+    """What every tool offers an agent, and what is made of it (affordances, the ``tools`` field, the text's
+    "You can" line), for one batch and one *signature*: the agent's tools, place, inventory and what is within
+    its reach (items, other agents, structures). Two agents with the same signature are offered the same
+    choices (``_tool_choices`` reads nothing else), so a batch of 10,000 foragers, most of them carrying
+    nothing with nothing in reach, builds a handful of these instead of 10,000. Shared, so read-only, like
+    ``Simulation.shared_objective_views``."""
+
+    __slots__ = ("_affordances", "_can", "available", "choices", "tools", "unavailable")
+
+    def __init__(self, sim: Simulation, agent: Agent) -> None:
+        choices = self.choices = {t: _tool_choices(sim, agent, t) for t in agent.tools}
+        self.available = {t: params for t, (params, _) in choices.items() if params is not None}
+        self.unavailable = {t: why for t, (params, why) in choices.items() if params is None}
+        tools, unavailable = sim.tools, self.unavailable
+        self.tools = [{"action": t, "lane": tools[t].lane, "durative": tools[t].durative,
+                       "available": t not in unavailable, **({"why": unavailable[t]} if t in unavailable else {})}
+                      for t in agent.tools]
+        self._affordances: list[dict[str, Any]] | None = None
+        self._can: str | None = None
+
+    @property
+    def affordances(self) -> list[dict[str, Any]]:
+        if self._affordances is None:
+            self._affordances = _build_affordances(self.available)
+        return self._affordances
+
+    @property
+    def can(self) -> str:
+        if self._can is None:
+            self._can = _can_line(self.affordances)
+        return self._can
+
+
+# Per simulation: (its batch_no, {signature: Perceived}); a new batch starts a new table (the world changed).
+_PERCEIVED: weakref.WeakKeyDictionary[Simulation, tuple[int, dict[tuple[Any, ...], Perceived]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def perceived(sim: Simulation, agent: Agent) -> Perceived:
+    """The choices ``agent`` is offered now, shared by the batch's agents of the same signature. Call only while
+    the batch is open (``Observation._shared`` checks): the table is keyed by the batch."""
+    got = _PERCEIVED.get(sim)
+    batch = sim.batch_no
+    if got is None or got[0] != batch:
+        got = _PERCEIVED[sim] = (batch, {})
+    table = got[1]
+    w = sim.world
+    cell = agent.cell
+    me = agent.id
+    near = w.agents_in_reach(cell)
+    if len(near) > 1:
+        near = [a for a in near if a != me]
+    elif near and near[0] == me:
+        near = []
+    # tell's choices name every other agent in a small world: then the agent itself is part of the signature
+    who = me if len(w.agent_ids) <= TELL_CHOICES_LIMIT else None
+    key = (agent.tools, w.cell_place.get(cell), tuple(agent.inventory), tuple(w.items_in_reach(cell)), tuple(near),
+           tuple(w.structures_in_reach(cell)), who)
+    found = table.get(key)
+    if found is None:
+        found = table[key] = Perceived(sim, agent)
+    return found
+
+
+def _build_affordances(choices: dict[str, dict[str, list[str] | None]]) -> list[dict[str, Any]]:
     """Per available tool: each parameter's choices (or its type) and ready-to-send suggestions."""
     out: list[dict[str, Any]] = []
     for tool, params in choices.items():
@@ -494,8 +574,22 @@ def _names(views: list[dict[str, Any]]) -> str:
     return ", ".join(f"{v['id']} ({v.get('kind') or v.get('role')})" for v in views) or "none"
 
 
-def render_text(obs: dict[str, Any], affordances: list[dict[str, Any]], reason: str, name: str) -> str:
-    """The observation as prose for an LLM prompt; every fact here is also in the object."""
+def _can_line(affordances: list[dict[str, Any]]) -> str:
+    """The text's "You can: ..." line, from the affordances (shared with them: see ``Perceived.can``)."""
+    can = []
+    for a in affordances:
+        params = ", ".join(
+            f"{k}: " + ("|".join(v["choices"][:6]) + ("|..." if len(v["choices"]) > 6 else "")
+                        if "choices" in v else "text")
+            for k, v in a["params"].items())
+        can.append(f"{a['action']}({params})")
+    return "You can: " + "; ".join(can) + "."
+
+
+def render_text(obs: dict[str, Any], affordances: list[dict[str, Any]], reason: str, name: str,
+                can: str | None = None) -> str:
+    """The observation as prose for an LLM prompt; every fact here is also in the object. ``can``: the
+    "You can" line if made already (it depends on the affordances only)."""
     you, place = obs["you"], obs["place"]
     where = f"{place['name']} ({place['cell']})" if place["name"] else place["cell"]
     lines = [f"[t={_fmt_time(obs['time'])}] You are {name} ({you['id']}, role {you['role']}) at {where}. "
@@ -524,13 +618,6 @@ def render_text(obs: dict[str, Any], affordances: list[dict[str, Any]], reason: 
         deadline = f", due by t={_fmt_time(o['deadline_ms'])}" if o["deadline_ms"] is not None else ""
         p = o["progress"]
         lines.append(f"Objective {o['id']}: {o['description']} {o['status']} {p['current']}/{p['target']}{deadline}.")
-    can = []
-    for a in affordances:
-        params = ", ".join(
-            f"{k}: " + ("|".join(v["choices"][:6]) + ("|..." if len(v["choices"]) > 6 else "")
-                        if "choices" in v else "text")
-            for k, v in a["params"].items())
-        can.append(f"{a['action']}({params})")
-    lines.append("You can: " + "; ".join(can) + ".")
+    lines.append(can if can is not None else _can_line(affordances))
     lines.append("Answer with exactly one command: an action with args, a sleep (sleep_ms), or a noop.")
     return "\n".join(lines)
