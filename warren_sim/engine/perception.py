@@ -179,13 +179,42 @@ class Observation:
         lazy = self._kept()
         found: dict[str, Any] | None = lazy.get("observation")
         if found is None:
-            self._check_fresh()
-            view = self._view
-            if view is None:
-                found = {k: build(self) for k, build in OBSERVATION_FIELDS_DIRECT.items()}
-            else:
-                found = view.to_dict()
-            lazy["observation"] = found
+            found = lazy["observation"] = self.observation_unkept()
+        return found
+
+    def observation_unkept(self) -> dict[str, Any]:
+        """``observation``, not kept if it was not already: for a reader that serializes it at once (a served
+        envelope). Why: 10,000 envelopes' dicts kept alive until their batch ends are ~150,000 containers,
+        and allocating that many live objects sets off the cycle collector's full passes over the server's
+        whole heap (about half of a served batch's build time, measured); a dict freed as soon as it is
+        serialized never counts towards a collection. Built again on a later read: the same object, since the
+        world does not change while the batch is open."""
+        lazy = self._lazy
+        if lazy is not None:
+            found: dict[str, Any] | None = lazy.get("observation")
+            if found is not None:
+                return found
+        self._check_fresh()
+        view = self._view
+        if view is None:
+            return {k: build(self) for k, build in OBSERVATION_FIELDS_DIRECT.items()}
+        return view.to_dict()
+
+    @property
+    def kept_text(self) -> str | None:
+        """``text`` if it was made already, else None (made by ``text`` or ``text_of``)."""
+        lazy = self._lazy
+        return None if lazy is None else lazy.get("text")
+
+    def text_of(self, observation: dict[str, Any]) -> str:
+        """``text``, rendered from ``observation`` (this observation's object, kept or not) and kept: a string
+        holds no references, so keeping it costs the collector nothing."""
+        lazy = self._kept()
+        found: str | None = lazy.get("text")
+        if found is None:
+            shared = self._shared()
+            found = lazy["text"] = render_text(observation, shared.affordances, self.reason, self.name,
+                                               can=shared.can)
         return found
 
     @property
@@ -198,9 +227,7 @@ class Observation:
         lazy = self._kept()
         found: str | None = lazy.get("text")
         if found is None:
-            shared = self._shared()
-            found = lazy["text"] = render_text(self.observation, shared.affordances, self.reason, self.name,
-                                               can=shared.can)
+            found = self.text_of(self.observation)
         return found
 
 

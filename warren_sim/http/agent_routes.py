@@ -29,6 +29,7 @@ from ..runtime.errors import RunError
 from ..runtime.leases import RemoteAgent
 from ..runtime.run import Run
 from ..runtime.stored import StoredRun
+from ..runtime.views import WHOLE
 from .agent_ws import PARTS
 from .replies import BadRequest, float_arg, int_arg, json_body, problem_reply, reply
 from .state import WarrenApp
@@ -52,7 +53,8 @@ def _check_protocol_arg() -> None:
         raise RunError(409, f"this server speaks {PROTOCOL_VERSION}, the claim asked for protocol={asked!r}")
 
 
-async def _next_envelope(run: Run | StoredRun, ra: RemoteAgent, receipt: Receipt, wait: float) -> dict[str, Any] | None:
+async def _next_envelope(run: Run | StoredRun, ra: RemoteAgent, receipt: Receipt,
+                         wait: float) -> orjson.Fragment | None:
     """After an accepted (or duplicate) command: the agent's next envelope, waited for up to ``wait`` s.
 
     None when the verdict was not an acceptance (the observation is still the agent's to answer, or a newer
@@ -121,7 +123,7 @@ def register_agent_routes(app: WarrenApp) -> None:
         if not envs:
             return Response("", status=204)
         # each envelope built (and, narrowed, serialized) once, whoever else receives it
-        return _fast_reply({"observations": [env.full() if parts is None else env.shaped(parts) for env in envs]})
+        return _fast_reply({"observations": [env.shaped(parts or WHOLE) for env in envs]})
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/claim", methods=["POST"])
     async def claim(run_id: str, agent_id: str) -> Response:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import orjson
 import trio
 
 from ..engine import NOOP, Batch, Observation, Policy, Simulation, briefing
@@ -30,7 +31,7 @@ from .clock import WallMap, unix_now
 from .errors import RunError, too_many_spectators
 from .journal import Journal
 from .leases import RemoteAgent, check_lease, poll_slot, take_lease
-from .views import WireEnvelope, current_envelope, current_wire, receipt_with_outcome, run_view
+from .views import WireEnvelope, current_wire, receipt_with_outcome, run_view
 
 __all__ = ["Run", "RunConfig"]
 
@@ -448,8 +449,9 @@ class Run:
             self.briefings[agent_id] = briefing(self.sim, agent_id)
         return self.briefings[agent_id]
 
-    async def wait_observation(self, ra: RemoteAgent, after: int, wait: float) -> dict[str, Any] | None:
-        """The outstanding envelope with ``seq > after``, waiting up to ``wait`` s; None on timeout.
+    async def wait_observation(self, ra: RemoteAgent, after: int, wait: float) -> orjson.Fragment | None:
+        """The outstanding envelope with ``seq > after`` (serialized, once per envelope: ``WireEnvelope.whole``),
+        waiting up to ``wait`` s; None on timeout.
 
         At most ``max_polls_per_lease`` of these run at once per lease (call right after ``authenticate``);
         one more is refused with 429 (:func:`~warren_sim.runtime.leases.poll_slot`).
@@ -460,9 +462,9 @@ class Run:
                     raise RunError(410, f"{self.run_id} has ended with status {self.status}"
                                    + (f" ({self.error})" if self.error else "")
                                    + "; there will be no more observations")
-                env = current_envelope(ra, after)
+                env = current_wire(ra, after)
                 if env is not None:
-                    return env
+                    return env.whole()
                 await ra.changed.wait()
         return None
 

@@ -98,28 +98,46 @@ class WireEnvelope:
 
     def shaped(self, parts: tuple[str, ...]) -> orjson.Fragment:
         """The envelope narrowed to ``parts`` (``observation``, ``text``, ``affordances`` or observation fields),
-        serialized once: the same bytes for every subscriber of the same parts."""
+        serialized once: the same bytes for every receiver of the same parts (all three: the whole envelope).
+
+        Only the bytes are kept: the dicts they are made from are freed as soon as they are serialized (see
+        ``Observation.observation_unkept``: kept, a 10,000-envelope batch's dicts set off the cycle collector's
+        full passes), and the text and affordances they share are kept by the observation."""
+        if parts != WHOLE and all(p in parts for p in WHOLE):
+            parts = WHOLE
         got = self._shaped.get(parts)
         if got is None:
             got = self._shaped[parts] = orjson.Fragment(orjson.dumps(self.narrowed(parts)))
         return got
 
+    def whole(self) -> orjson.Fragment:
+        """The whole envelope's bytes (HTTP's long-poll body): ``full()`` serialized, built and kept as bytes."""
+        return self.shaped(WHOLE)
+
+    def _identity(self) -> dict[str, Any]:
+        obs = self.obs
+        # the identity in the wire order of Envelope (the converter's order, tests/test_models.py)
+        return {"run_id": self.run_id, "agent_id": obs.agent_id, "observation_id": obs.observation_id,
+                "seq": obs.seq, "sim_time_ms": obs.time, "reason": obs.reason,
+                "deadline_unix": self.deadline_unix, "briefing_revision": BRIEFING_REVISION}
+
     def narrowed(self, parts: tuple[str, ...]) -> dict[str, Any]:
-        if all(p in parts for p in WHOLE):
-            return self.full()
+        """The envelope narrowed to ``parts``, as plain JSON types, made to be serialized at once (not kept)."""
         if self._full is not None:
+            if all(p in parts for p in WHOLE):
+                return self._full
             source = self._full
             out = {k: source[k] for k in IDENTITY}
         else:
-            obs = self.obs
-            # the identity in the wire order of Envelope (the converter's order, tests/test_models.py)
-            out = {"run_id": self.run_id, "agent_id": obs.agent_id, "observation_id": obs.observation_id,
-                   "seq": obs.seq, "sim_time_ms": obs.time, "reason": obs.reason,
-                   "deadline_unix": self.deadline_unix, "briefing_revision": BRIEFING_REVISION}
+            out = self._identity()
+        obs = self.obs
+        observation: dict[str, Any] | None = None
+        if "observation" in parts or "text" in parts and obs.kept_text is None:
+            observation = obs.observation_unkept()
         if "observation" in parts:
-            out["observation"] = self.obs.observation
+            out["observation"] = observation
         else:
-            view = self.obs.view
+            view = obs.view
             chosen = {}
             for k in view:  # the wire order of the observation's fields
                 if k in parts:
@@ -128,9 +146,9 @@ class WireEnvelope:
             if chosen:
                 out["observation"] = chosen
         if "text" in parts:
-            out["text"] = self.obs.text
+            out["text"] = obs.kept_text if observation is None else obs.text_of(observation)
         if "affordances" in parts:
-            out["affordances"] = self.obs.affordances
+            out["affordances"] = obs.affordances
         return out
 
 
