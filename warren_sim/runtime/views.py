@@ -68,9 +68,10 @@ class WireEnvelope:
     __slots__ = ("_full", "_shaped", "deadline_unix", "obs", "run_id")
 
     def __init__(self, run_id: str, obs: Observation, deadline_unix: float) -> None:
+        # rounded as on the wire (ms); a batch's publisher rounds once and passes the rounded value (the same)
         self.run_id, self.obs, self.deadline_unix = run_id, obs, round(deadline_unix, 3)
         self._full: dict[str, Any] | None = None
-        self._shaped: dict[tuple[str, ...], orjson.Fragment] = {}
+        self._shaped: dict[tuple[str, ...], orjson.Fragment] | None = None  # made when first shaped
 
     @property
     def seq(self) -> int:
@@ -105,9 +106,12 @@ class WireEnvelope:
         full passes), and the text and affordances they share are kept by the observation."""
         if parts != WHOLE and all(p in parts for p in WHOLE):
             parts = WHOLE
-        got = self._shaped.get(parts)
+        shaped = self._shaped
+        if shaped is None:
+            shaped = self._shaped = {}
+        got = shaped.get(parts)
         if got is None:
-            got = self._shaped[parts] = orjson.Fragment(orjson.dumps(self.narrowed(parts)))
+            got = shaped[parts] = orjson.Fragment(orjson.dumps(self.narrowed(parts)))
         return got
 
     def whole(self) -> orjson.Fragment:
