@@ -61,6 +61,12 @@ LOAD_BOUND_S = 400  # the load process's own bound (it says "not_measured" rathe
 HEADLESS_BOUND_S = 900.0  # the 100,000-agent headless run takes ~1-2 min quiet; killed (and said) past this
 
 
+def _lat(lat: dict[str, Any]) -> str:
+    """first / p50 / p99 / max of a wake latency, ms. The first receipt is the server's floor (publishing, then
+    building the first reply); the spread after it is the replies' delivery and this one load process's reading."""
+    return " / ".join(fmt_num(lat.get(k, float("nan"))) for k in ("min", "p50", "p99", "max")) + " ms"
+
+
 def served(n: int, profile_to: Path | None = None, poll: str = "single", parts: str = "") -> dict[str, Any]:
     spec = json.dumps({"scenario": "warren", "agents": n, "decision_deadline_s": DEADLINE_S})
     prefix = [sys.executable]
@@ -133,19 +139,17 @@ def run(opts: Options) -> dict[str, Any]:
         ["server RSS, polls held", f"{rss.get('holding_kib', 0) / 1024:,.0f} MiB"],
         ["server RSS, after the batch", f"{rss.get('after_kib', 0) / 1024:,.0f} MiB"],
         ["server peak RSS (VmHWM)", f"{rss['peak_kib'] / 1024:,.0f} MiB"],
-        ["wake latency p50 / p99 / max", f"{fmt_num(lat['p50'])} / {fmt_num(lat['p99'])} / {fmt_num(lat['max'])} ms"
-                                         f" (n={lat['n']:,})"],
+        ["wake latency first / p50 / p99 / max", f"{_lat(lat)} (n={lat['n']:,})"],
         ["then answering all (noops)", f"{fmt_num(s['answer_phase_s'], 1)} s: "
                                        + ", ".join(f"{k} {v:,}" for k, v in s["answer_verdicts"].items())
                                        + (" (cut by the time bound)" if s["timed_out"] else "")],
         ["poll outcomes", ", ".join(f"{k}: {v:,}" for k, v in s["statuses"].items())],
-        [f"multi-agent polls ({POLL_GROUP} agents a request): wake p50 / p99 / max",
-         f"{fmt_num(lat_many['p50'])} / {fmt_num(lat_many['p99'])} / {fmt_num(lat_many['max'])} ms "
-         f"(n={lat_many['n']:,})" + (f" NOT MEASURED: {many['not_measured']}" if many.get("not_measured") else "")],
+        [f"multi-agent polls ({POLL_GROUP} agents a request): wake first / p50 / p99 / max",
+         f"{_lat(lat_many)} (n={lat_many['n']:,})"
+         + (f" NOT MEASURED: {many['not_measured']}" if many.get("not_measured") else "")],
         ["multi-agent polls: server peak RSS", f"{many['server_rss']['peak_kib'] / 1024:,.0f} MiB"],
-        ["multi-agent polls, parts [\"observation\"] (no text, affordances): wake p50 / p99 / max",
-         f"{fmt_num(lat_narrow['p50'])} / {fmt_num(lat_narrow['p99'])} / {fmt_num(lat_narrow['max'])} ms "
-         f"(n={lat_narrow['n']:,})"],
+        ["multi-agent polls, parts [\"observation\"] (no text, affordances): wake first / p50 / p99 / max",
+         f"{_lat(lat_narrow)} (n={lat_narrow['n']:,})"],
         ["transport retries (closed keep-alives)", ", ".join(f"{k}: {v:,}" for k, v in
                                                             s["transport_retries"].items()) or "none"],
     ], note="one measurement (no repeats): each takes tens of seconds to minutes"
