@@ -119,11 +119,12 @@ def register_agent_routes(app: WarrenApp) -> None:
         if run.is_ended:
             raise RunError(410, f"{run_id} has ended with status {run.status}; there will be no more observations")
         assert isinstance(run, Run)
-        envs = await run.wait_observations(wanted, wait)
+        shape = parts or WHOLE
+        envs = await run.wait_observations(wanted, wait, shape)  # serialized there, one poll at a time
         if not envs:
             return Response("", status=204)
-        # each envelope built (and, narrowed, serialized) once, whoever else receives it
-        return _fast_reply({"observations": [env.shaped(parts or WHOLE) for env in envs]})
+        # each envelope serialized once (in that shape), whoever else receives it
+        return _fast_reply({"observations": [env.shaped(shape) for env in envs]})
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/claim", methods=["POST"])
     async def claim(run_id: str, agent_id: str) -> Response:

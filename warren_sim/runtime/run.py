@@ -468,12 +468,22 @@ class Run:
                 await ra.changed.wait()
         return None
 
-    async def wait_observations(self, wanted: list[tuple[RemoteAgent, int]], wait: float) -> list[WireEnvelope]:
+    # One multi-agent poll builds its reply at a time (made when first needed; see wait_observations).
+    _reply_turn: trio.Lock | None = None
+
+    async def wait_observations(self, wanted: list[tuple[RemoteAgent, int]], wait: float,
+                                parts: tuple[str, ...] | None = None) -> list[WireEnvelope]:
         """Several agents' outstanding envelopes (each with ``seq`` after its own ``after``), waiting up to
         ``wait`` s for at least one; ``[]`` on timeout (``POST /v1/runs/{run}/observations``).
 
         One task and one event wait for all of them (a listener on each agent), so a batch of N agents
         polled this way wakes N / (agents per poll) tasks. Each lease holds one of its poll slots meanwhile.
+
+        With ``parts``, the envelopes are also serialized in that shape (``WireEnvelope.shaped``) before they are
+        returned, one poll at a time: the polls a batch wakes together then reply one after another, each
+        reply's bytes written while the next one is built, instead of all of them built first and written
+        last (trio runs every woken task to its next checkpoint before any reaches its socket). The last reply
+        leaves no later; the others leave earlier, and their readers work meanwhile.
         """
         with contextlib.ExitStack() as slots:
             for ra, _ in wanted:
@@ -486,6 +496,13 @@ class Run:
                                        + "; there will be no more observations")
                     ready = [env for ra, after in wanted if (env := current_wire(ra, after)) is not None]
                     if ready:
+                        if parts is not None:
+                            turn = self._reply_turn
+                            if turn is None:
+                                turn = self._reply_turn = trio.Lock()
+                            async with turn:
+                                for env in ready:
+                                    env.shaped(parts)
                         return ready
                     wake = trio.Event()
                     for ra, _ in wanted:
