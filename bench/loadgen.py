@@ -135,6 +135,7 @@ class Tally:
         self.runs = 0
         self.runs_cut = 0
         self.frames_out = 0
+        self.frames_in = 0  # WebSocket frames received (one per batch, ideally: the reply and the next envelopes)
         self.requests = 0  # HTTP requests of the agents while driving (polls + commands)
         self.client_cpu = 0.0
         self._t0 = 0.0
@@ -176,7 +177,7 @@ class Tally:
                 "server_cpu_us_per_decision": 1e6 * self.server_cpu / self.decisions if self.decisions else None,
                 "client_cpu_s": self.client_cpu,
                 "client_cpu_us_per_decision": 1e6 * self.client_cpu / self.decisions if self.decisions else None,
-                "frames_out": self.frames_out, "requests": self.requests,
+                "frames_out": self.frames_out, "frames_in": self.frames_in, "requests": self.requests,
                 "requests_per_decision": self.requests / self.decisions if self.decisions else None, **extra}
 
 
@@ -327,6 +328,7 @@ class RpcClient:
                 return
             frame = orjson.loads(raw)
             t = unix_now()
+            self.tally.frames_in += 1
             for msg in frame if isinstance(frame, list) else [frame]:  # batched frames: an array of messages
                 if "method" in msg:
                     if msg["method"] == "ping" and "id" in msg:  # the server's heartbeat

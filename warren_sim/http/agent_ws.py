@@ -366,19 +366,8 @@ class AgentSession:
                 sub.last_seq = env.seq
                 first_run = first_run or run.run_id
                 envelopes.append({"agent_id": ra.agent_id, "seq": env.seq, "envelope": env.shaped(sub.parts)})
-            for cid, sent in list(sub.outcomes.items()):
-                # Compare the engine's outcome first: building a receipt for every tracked command on
-                # every wake was a third of the server's CPU per decision (bench/out/ws_profile_server.txt).
-                oid = ra.observation_of_command.get(cid)
-                if oid is not None and run.sim.outcome_of(oid)[0] == sent:
-                    continue
-                receipt = run.receipt(ra, cid)
-                if receipt.outcome != sent:
-                    sub.outcomes[cid] = receipt.outcome
-                    outcomes.append({"run_id": run.run_id, "agent_id": ra.agent_id, "seq": sub.last_seq,
-                                     "receipt": converter.unstructure(receipt)})
-                if receipt.outcome in ("rejected", "completed", "interrupted"):
-                    del sub.outcomes[cid]
+            if sub.outcomes:
+                self._outcomes_changed(sub, outcomes)
             if run.is_ended and not sub.ended_sent:
                 sub.ended_sent = True
                 statuses.append(_note("run.status", {"run_id": run.run_id, "agent_id": ra.agent_id,
@@ -407,6 +396,34 @@ class AgentSession:
             for message in out:
                 await self.send(message)
 
+    @staticmethod
+    def _outcomes_changed(sub: Subscription, outcomes: list[dict[str, Any]]) -> None:
+        """Add to ``outcomes`` the tracked commands of ``sub`` whose outcome changed since it was sent, and stop
+        tracking those whose outcome is final.
+
+        Final: ``rejected``, ``completed``, ``interrupted``, and ``accepted`` once no lane of the agent holds an
+        action of that command (a sleep, a noop, an instant tool: nothing will change it). Without that last
+        case every sleep stayed tracked for the rest of the run and each wake walked them all: O(decisions so
+        far) per batch, most of a one-agent echo run's server time (bench/results/r4-perf-wire.md).
+        """
+        run, ra = sub.run, sub.agent
+        sim = run.sim
+        for cid, sent in list(sub.outcomes.items()):
+            # Compare the engine's outcome first: building a receipt for every tracked command on
+            # every wake was a third of the server's CPU per decision (bench/out/ws_profile_server.txt).
+            oid = ra.observation_of_command.get(cid)
+            now = sim.outcome_of(oid)[0] if oid is not None else None
+            if now is None or now != sent:
+                receipt = run.receipt(ra, cid)
+                now = receipt.outcome
+                if now != sent:
+                    sub.outcomes[cid] = now
+                    outcomes.append({"run_id": run.run_id, "agent_id": ra.agent_id, "seq": sub.last_seq,
+                                     "receipt": converter.unstructure(receipt)})
+            if now in ("rejected", "completed", "interrupted") or (now == "accepted" and oid is not None
+                                                                    and not _holds(sim, ra.agent_id, oid)):
+                del sub.outcomes[cid]
+
     async def _heartbeat(self) -> None:
         """Ping the peer every interval; drop it after three intervals of silence (leases live on)."""
         while True:
@@ -426,6 +443,15 @@ class _Dropped(Exception):
 def _clock_ns() -> int:
     """The server's clock sample for heartbeats: the trio clock (warped under --rate), in ns."""
     return int(trio.current_time() * 1e9)
+
+
+def _holds(sim: Any, agent_id: str, observation_id: str) -> bool:
+    """Whether a lane of the agent holds the action of the command that answered ``observation_id`` (a
+    durative action under way, whose outcome will still change to completed or interrupted)."""
+    agent = sim.world.agents.get(agent_id)
+    if agent is None:
+        return False
+    return any(a is not None and a.observation_id == observation_id for a in agent.lanes.values())
 
 
 def _unlisten(sub: Subscription) -> None:
