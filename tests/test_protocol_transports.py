@@ -361,6 +361,13 @@ async def test_ws_outcomes_of_one_batch_ride_in_the_next_observations_frame(auto
         assert {n["receipt"]["command_id"] for n in notes} == {"o1", "o2"}
         assert all(n["run_id"] == run and n["receipt"]["outcome"] != "pending" for n in notes)
         assert not [f for f in ws.frames if f.get("method") in ("outcome", "outcomes")]  # no frames of their own
+        # each notified receipt is the receipt agent.receipt gives (built straight from the verdict on the push)
+        leases = {"engineer-1": a["lease"], "courier-1": b["lease"]}
+        for n in notes:
+            status, asked = await ws.call("agent.receipt", {"run_id": run, "agent_id": n["agent_id"],
+                                                            "lease": leases[n["agent_id"]],
+                                                            "command_id": n["receipt"]["command_id"]})
+            assert status == 200 and asked == n["receipt"]
 
 
 async def test_ws_batched_frames_send_a_reply_and_the_envelopes_it_set_off_in_one_frame(autojump_clock, tmp_path):

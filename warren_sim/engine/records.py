@@ -7,7 +7,10 @@ the same bytes wherever they were produced.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TextIO
+
+import orjson
 
 #: Records the runtime (server or headless loop) writes; every other kind comes from the engine. Replay and a
 #: restarted server's rebuild skip them (warren_sim.replay, warren_sim.runtime.restore).
@@ -19,7 +22,32 @@ def with_cursor(cursor: int, record: dict[str, Any]) -> dict[str, Any]:
     return {"cursor": cursor, **record}
 
 
+# orjson writes what json.dumps writes for these records except in cases it shows in its own output: floats in
+# exponent form ("1e16" where json writes "1e+16") or below 1e-4 ("0.00001" for "1e-05"), and NaN/Infinity
+# (orjson writes null). A line with any of these (or a null, or a digit before an e in a string: harmless false
+# alarms) is written by json.dumps instead; what orjson refuses (non-str keys, integers beyond 64 bits, lone
+# surrogates, subclasses of builtins) too. tests/test_records.py checks the two agree on floats, strings and
+# records, tests/test_trace_digests.py that every bundled scenario's trace is byte-identical.
+_ORJSON_MAY_DIFFER = re.compile(r"\d[eE]|(?<![\d.])0\.0000|null")
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
 def dumps_record(record: dict[str, Any]) -> str:
+    """One record as one line of JSON: compact, keys in insertion order, non-ASCII kept (UTF-8).
+
+    The bytes are json.dumps's (``ensure_ascii=False``, compact separators); orjson makes them ~8x faster
+    where it provably writes the same (see ``_ORJSON_MAY_DIFFER``), and json.dumps writes the rest.
+    """
+    try:
+        text = orjson.dumps(record, option=_ORJSON_OPTIONS).decode()
+    except TypeError:
+        return _dumps_json(record)
+    if _ORJSON_MAY_DIFFER.search(text) is not None:
+        return _dumps_json(record)
+    return text
+
+
+def _dumps_json(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 

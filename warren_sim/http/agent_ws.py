@@ -114,10 +114,19 @@ class AgentSession:
         self._to_write: dict[str, Run] = {}
         self.accepted_in: dict[str, Run | StoredRun] = {}  # runs whose journals took an accept for this reply
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
+        """One frame: a message, or (batched frames) an array of them."""
         # orjson: the frames are plain JSON types; 5-10x cheaper than json.dumps for a batch of envelopes
-        async with self.send_lock:
-            await websocket.send(orjson.dumps(message).decode())
+        text = orjson.dumps(message).decode()
+        lock = self.send_lock
+        try:  # a free lock taken without trio's scheduling round (acquire() always yields once)
+            lock.acquire_nowait()
+        except trio.WouldBlock:
+            await lock.acquire()
+        try:
+            await websocket.send(text)
+        finally:
+            lock.release()
 
     async def serve(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -390,8 +399,7 @@ class AgentSession:
             out.append(_note("outcomes", {"outcomes": outcomes}))
         out += statuses
         if self.batched_frames and len(out) > 1:
-            async with self.send_lock:
-                await websocket.send(orjson.dumps(out).decode())
+            await self.send(out)
         else:
             for message in out:
                 await self.send(message)
@@ -414,12 +422,12 @@ class AgentSession:
             oid = ra.observation_of_command.get(cid)
             now = sim.outcome_of(oid)[0] if oid is not None else None
             if now is None or now != sent:
-                receipt = run.receipt(ra, cid)
-                now = receipt.outcome
+                wire = _receipt_wire(run, ra, cid, oid)
+                now = wire["outcome"]
                 if now != sent:
                     sub.outcomes[cid] = now
                     outcomes.append({"run_id": run.run_id, "agent_id": ra.agent_id, "seq": sub.last_seq,
-                                     "receipt": converter.unstructure(receipt)})
+                                     "receipt": wire})
             if now in ("rejected", "completed", "interrupted") or (now == "accepted" and oid is not None
                                                                     and not _holds(sim, ra.agent_id, oid)):
                 del sub.outcomes[cid]
@@ -443,6 +451,23 @@ class _Dropped(Exception):
 def _clock_ns() -> int:
     """The server's clock sample for heartbeats: the trio clock (warped under --rate), in ns."""
     return int(trio.current_time() * 1e9)
+
+
+def _receipt_wire(run: Run | StoredRun, ra: RemoteAgent, command_id: str, observation_id: str | None) -> dict[str, Any]:
+    """The receipt of a tracked command as the wire has it (``converter.unstructure(run.receipt(...))``).
+
+    An accepted command with no conflict (nearly all of them) is written straight from its verdict and the
+    engine's outcome: building the receipt (``attrs.evolve`` and its validators) and unstructuring it was a
+    tenth of the server's CPU per decision at 64 agents (bench/results/r4-perf-wire.md);
+    tests/test_protocol_transports.py checks the two agree.
+    """
+    original = ra.ledger.accepted.get(command_id)
+    if original is not None and observation_id is not None and run.sim.conflict_of(observation_id) is None:
+        outcome, reason = run.sim.outcome_of(observation_id)
+        return {"command_id": original.command_id, "observation_id": original.observation_id,
+                "status": original.status, "detail": original.detail, "outcome": outcome,
+                "outcome_reason": reason, "conflict": None}
+    return converter.unstructure(run.receipt(ra, command_id))
 
 
 def _holds(sim: Any, agent_id: str, observation_id: str) -> bool:
