@@ -15,7 +15,7 @@ and ``data`` carries ``{"status", "detail"}`` — one table of meanings for both
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import orjson
@@ -93,10 +93,36 @@ class Subscription:
     listener: Any = None  # in agent.listeners while subscribed: notes the wake for the connection's sender
 
 
+class Peer(Protocol):
+    """The connection's other end, as the session needs it: Quart's ``websocket`` (:class:`QuartPeer`) or the
+    raw ASGI lane's (:mod:`.ws_lane`)."""
+
+    async def receive(self) -> str | bytes | None:
+        """The next message; None once the peer has gone."""
+
+    async def send(self, text: str) -> None: ...
+
+    async def close(self, code: int, reason: str) -> None: ...
+
+
+class QuartPeer:
+    """Quart's ``websocket`` context object as a :class:`Peer`."""
+
+    async def receive(self) -> str | bytes | None:
+        return await websocket.receive()  # a disconnect cancels the handler (Quart-Trio)
+
+    async def send(self, text: str) -> None:
+        await websocket.send(text)
+
+    async def close(self, code: int, reason: str) -> None:
+        await websocket.close(code, reason)
+
+
 class AgentSession:
     """One WebSocket connection: its subscriptions, its heartbeat, its sender."""
 
-    def __init__(self, manager: RunManager, heartbeat_s: float) -> None:
+    def __init__(self, manager: RunManager, heartbeat_s: float, peer: Peer | None = None) -> None:
+        self.peer: Peer = peer if peer is not None else QuartPeer()
         self.manager = manager
         self.heartbeat_s = heartbeat_s
         self.subs: dict[tuple[str, str], Subscription] = {}
@@ -124,7 +150,7 @@ class AgentSession:
         except trio.WouldBlock:
             await lock.acquire()
         try:
-            await websocket.send(text)
+            await self.peer.send(text)
         finally:
             lock.release()
 
@@ -135,7 +161,9 @@ class AgentSession:
             nursery.start_soon(self._heartbeat)
             try:
                 while True:
-                    raw = await websocket.receive()
+                    raw = await self.peer.receive()
+                    if raw is None:
+                        return  # the peer went away
                     self.last_heard = trio.current_time()
                     reply = self.handle(raw)
                     if self.accepted_in:  # --fsync: on disk before the receipt leaves (one fsync per tick)
@@ -437,15 +465,11 @@ class AgentSession:
         while True:
             await trio.sleep(self.heartbeat_s)
             if trio.current_time() - self.last_heard > 3 * self.heartbeat_s:
-                await websocket.close(1001, "no message for three heartbeat intervals")
-                raise _Dropped()
+                await self.peer.close(1001, "no message for three heartbeat intervals")
+                raise Dropped()
             self.server_ping += 1
             await self.send({"jsonrpc": "2.0", "id": f"s-{self.server_ping}", "method": "ping",
                              "params": {"origin_ns": _clock_ns()}})
-
-
-class _Dropped(Exception):
-    """The peer fell silent; ends the session."""
 
 
 def _clock_ns() -> int:
@@ -511,19 +535,32 @@ METHODS = {
 }
 
 
+def refused_protocol(headers: Any) -> str | None:
+    """Why a connection's ``X-Warren-Protocol`` is refused (closed with 1002 before the handshake), or None."""
+    sent = headers.get(PROTOCOL_HEADER)
+    if sent is not None and sent.strip() != PROTOCOL_VERSION:
+        return f"this server speaks {PROTOCOL_VERSION}, not {sent}"
+    return None
+
+
+class Dropped(Exception):
+    """The peer fell silent; ends the session (the heartbeat closed the connection with 1001)."""
+
+
 def register(app: WarrenApp) -> None:
-    """Add ``WS /v1/agent`` to ``app``."""
+    """Add ``WS /v1/agent`` to ``app`` (served by the raw ASGI lane, :mod:`.ws_lane`, when installed; this route
+    is the same session behind Quart's websocket object, and keeps the rule in the app's URL map)."""
     state = app.warren
 
     @app.websocket("/v1/agent")
     async def agent_socket() -> None:
-        sent = websocket.headers.get(PROTOCOL_HEADER)
-        if sent is not None and sent.strip() != PROTOCOL_VERSION:
-            await websocket.close(1002, f"this server speaks {PROTOCOL_VERSION}, not {sent}")
+        refused = refused_protocol(websocket.headers)
+        if refused is not None:
+            await websocket.close(1002, refused)
             return
         await websocket.accept(headers={PROTOCOL_HEADER: PROTOCOL_VERSION})
         session = AgentSession(state.runs(), state.config.heartbeat_s)
         try:
             await session.serve()
-        except _Dropped:
+        except Dropped:
             return

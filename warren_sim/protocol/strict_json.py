@@ -290,7 +290,7 @@ def _plain_scalar(value: object) -> bool:
     integer beyond +/-(2**53-1)."""
     if type(value) is float:
         return False
-    return type(value) is not int or -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER  # type: ignore[operator]
+    return type(value) is not int or -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
 
 
 def loads_strict(data: bytes | bytearray | memoryview | str, *, max_depth: int = MAX_DEPTH) -> object:
