@@ -1,7 +1,7 @@
 """``dumps_record`` writes exactly what json.dumps (compact, ``ensure_ascii=False``) writes, for any record.
 
-It takes orjson's bytes only where they cannot differ (engine/records.py ``_ORJSON_MAY_DIFFER``): floats in
-exponent form or below 1e-4, NaN and infinities, nulls, and what orjson refuses go to json.dumps.
+It takes orjson's bytes only where they cannot differ (engine/records.py ``_orjson_safe``): a record with a float
+below 1e-4 or from 1e16 up, NaN or an infinity, and what orjson refuses, go to json.dumps.
 tests/test_trace_digests.py checks the bundled scenarios' traces byte for byte; this checks the corners.
 """
 
@@ -52,3 +52,11 @@ def test_any_double(bits: int) -> None:
 @settings(max_examples=500, deadline=None)
 def test_any_record(record: dict[str, object]) -> None:
     assert dumps_record(record) == reference(record)
+
+
+def test_floats_at_the_edges_of_the_plain_range() -> None:
+    for edge in (1e-4, 1e16):  # each edge and its neighbours, one ulp apart
+        for x in (math.nextafter(edge, 0), edge, math.nextafter(edge, math.inf)):
+            for v in (x, -x):
+                record = {"kind": "x", "v": v}
+                assert dumps_record(record) == reference(record), v
