@@ -458,8 +458,9 @@ async def test_ws_claim_parts_make_the_envelope_cheaper_not_just_smaller(autojum
         assert status == 400 and bad["rpc"]["code"] == -32602 and "agent.claim: params.parts" in bad["rpc"]["data"]["detail"]
 
 
-async def test_ws_silent_peer_is_dropped_but_its_lease_lives(autojump_clock, tmp_path):
-    """A peer that never answers pings is closed after three heartbeat intervals; its lease still works over HTTP."""
+async def test_ws_silent_peer_is_dropped_but_its_lease_lives(autojump_clock, tmp_path, caplog):
+    """A peer that never answers pings is closed after three heartbeat intervals (an expected end, logged as no
+    error); its lease still works over HTTP."""
     async with served(tmp_path, heartbeat_s=5) as api:
         run = await api.create(controlled_agents=["engineer-1"], decision_deadline_s=1000)
         async with api.client.websocket("/v1/agent") as raw:
@@ -479,6 +480,7 @@ async def test_ws_silent_peer_is_dropped_but_its_lease_lives(autojump_clock, tmp
             assert lease and closed is not None and closed.args[0] == 1001
         status, _ = await HttpAgent(api).briefing(run, lease)
         assert status == 200
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -562,5 +562,5 @@ def register(app: WarrenApp) -> None:
         session = AgentSession(state.runs(), state.config.heartbeat_s)
         try:
             await session.serve()
-        except Dropped:
-            return
+        except* Dropped:  # raised in the session's nursery: the heartbeat closed the connection (1001)
+            pass

@@ -97,9 +97,10 @@ async def _agent_socket(app: WarrenApp, scope: Scope, receive: Receive, send: Se
     peer = AsgiPeer(receive, send, first)
     session = AgentSession(state.runs(), state.config.heartbeat_s, peer)
     try:
-        await session.serve()
-    except Dropped:
-        return
+        try:
+            await session.serve()
+        except* Dropped:  # raised in the session's nursery: the heartbeat closed the connection (1001)
+            pass
     except Exception:
         app.logger.exception("unexpected error")
         if not peer.closed:
