@@ -14,6 +14,7 @@ prints
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import signal
 import sys
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import trio
 
-from warren_sim.http.server import start_server
+from warren_sim.http.server import SERVER_GC_THRESHOLDS, start_server
 from warren_sim.protocol.models import RunCreate
 from warren_sim.runtime.manager import ServerConfig
 from warren_sim.scenarios import load_scenario
@@ -31,7 +32,8 @@ async def main_async(args: argparse.Namespace) -> None:
     config = ServerConfig(data_dir=args.data_dir)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            server = await nursery.start(start_server, config, "127.0.0.1", 0)
+            server = await nursery.start(functools.partial(start_server, config, "127.0.0.1", 0,
+                                                            gc_thresholds=SERVER_GC_THRESHOLDS))
             print(f"WARREN listening on {server.url}", flush=True)
             manager = server.app.warren.manager
             for spec in args.run:

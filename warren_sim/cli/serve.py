@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import signal
 import sys
 from pathlib import Path
@@ -59,7 +60,7 @@ def register(sub: Any) -> None:
 async def serve_main(args: argparse.Namespace) -> None:
     import trio
 
-    from ..http.server import is_loopback, start_server
+    from ..http.server import SERVER_GC_THRESHOLDS, is_loopback, start_server
     from ..runtime.manager import ServerConfig
 
     config = ServerConfig(lease_ttl=args.lease_ttl, data_dir=args.data_dir, max_wait_s=args.max_wait,
@@ -73,7 +74,8 @@ async def serve_main(args: argparse.Namespace) -> None:
               "create and cancel runs", file=sys.stderr, flush=True)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            server = await nursery.start(start_server, config, args.host, args.port)
+            server = await nursery.start(functools.partial(start_server, config, args.host, args.port,
+                                                            gc_thresholds=SERVER_GC_THRESHOLDS))
             print(f"WARREN listening on {server.url}", flush=True)
             print(f"WARREN journals go to {args.data_dir.resolve()}/run-N.jsonl (--data-dir)", flush=True)
 

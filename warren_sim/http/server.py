@@ -71,12 +71,17 @@ SERVER_GC_THRESHOLDS = (20_000, 20, 20)
 
 
 async def start_server(config: ServerConfig, host: str = "127.0.0.1", port: int = 0, *,
+                       gc_thresholds: tuple[int, int, int] | None = None,
                        task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-    """Serve until ``RunningServer.shutdown()``; ``task_status.started(RunningServer)``."""
+    """Serve until ``RunningServer.shutdown()``; ``task_status.started(RunningServer)``.
+
+    ``gc_thresholds``: the cycle collector's while serving, restored when the server stops (``warren serve`` and
+    the bench's server pass ``SERVER_GC_THRESHOLDS``; a server inside a test process keeps the process's own)."""
     # idle keep-alive connections close again after a request; writes are bounded (see the module)
     hypercorn_fixes.apply(send_timeout=config.send_timeout_s * config.rate)
     thresholds = gc.get_threshold()
-    gc.set_threshold(*SERVER_GC_THRESHOLDS)  # restored when the server stops (tests serve in their own process)
+    if gc_thresholds is not None:
+        gc.set_threshold(*gc_thresholds)
     app = create_app(config)
     app.config["BODY_TIMEOUT"] = config.body_timeout_s * config.rate  # real seconds, on the rated clock
     hc = hypercorn_config(host, port, config.rate)
