@@ -215,8 +215,20 @@ async def send(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) 
 
 
 # -- HTTP agents ---------------------------------------------------------------------------------------
+ECHO_SCENARIO = "echo"  # bench/scenarios/echo: every agent in every batch, `steps` batches a run
+
+
+def http_scenario(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The scenario http-agents plays: ``--echo-steps N``: bench/scenarios/echo with N steps a run (every agent
+    answers every tick, all in one batch: the issue's judged shape), else :func:`scenario_of` (``--seeds``)."""
+    if not args.echo_steps:
+        return scenario_of(args.seeds)
+    scenario_of(1)  # puts bench/scenarios on WARREN_SCENARIOS for this process's load_scenario
+    return ECHO_SCENARIO, {"steps": args.echo_steps}
+
+
 async def http_agents(args: argparse.Namespace) -> dict[str, Any]:
-    scenario, extra = scenario_of(args.seeds)
+    scenario, extra = http_scenario(args)
     k, sol, tally = args.agents, solution(scenario), Tally(args.server_pid)
     ids = agent_ids(k, scenario)
     clients = {aid: http_client(args.url, 2) for aid in ids}
@@ -228,7 +240,8 @@ async def http_agents(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         for c in clients.values():
             await c.aclose()
-    return tally.result(mode="http-agents", agents=k, next_wait=args.next_wait, scenario=scenario, seeds=args.seeds)
+    return tally.result(mode="http-agents", agents=k, next_wait=args.next_wait, scenario=scenario, seeds=args.seeds,
+                        steps=extra.get("steps"))
 
 
 async def _http_run(admin: httpx.AsyncClient, clients: dict[str, httpx.AsyncClient], sol: Any, ids: list[str],
@@ -837,6 +850,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=0,
                    help="ws-agents, http-agents: play bench/scenarios/warren_trips with this many seeds (trips) "
                         "per forager")
+    p.add_argument("--echo-steps", type=int, default=0,
+                   help="http-agents: play bench/scenarios/echo, runs of this many steps (every agent every step)")
     p.add_argument("--max-runs", type=int, default=MAX_RUNS)
     p.add_argument("--next-wait", action="store_true",
                    help="http-agents: each command asks for the next envelope in its reply (?wait=)")
