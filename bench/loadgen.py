@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import orjson
 import trio
 
 from bench.common import PROTO, percentile, proc_cpu_seconds, proc_status_kib, unix_now
@@ -77,14 +78,18 @@ _IDS: dict[tuple[str, int], list[str]] = {}
 TRIPS_SCENARIO = "warren_trips"  # bench/scenarios/warren_trips: warren with `seeds` trips per forager
 
 
-def scenario_of(seeds: int) -> tuple[str, dict[str, Any]]:
-    """The scenario a mode plays and its parameters besides ``agents``: ``warren``, or with ``--seeds N``
-    the bench's ``warren_trips`` (a longer episode per agent; the server runs with ``--scenarios``)."""
-    if not seeds:
+def scenario_of(seeds: int = 0, name: str = "warren", steps: int = 0) -> tuple[str, dict[str, Any]]:
+    """The scenario a mode plays and its parameters besides ``agents``: ``warren``; with ``--seeds N`` the
+    bench's ``warren_trips`` (a longer episode per agent); with ``--scenario echo`` the bench's ``echo`` (every
+    agent in every batch, a trivial answer each, ``--steps`` ticks a run). The bench's scenarios need the server
+    to run with ``--scenarios bench/scenarios``."""
+    if not seeds and name == "warren":
         return "warren", {}
     here = str(Path(__file__).resolve().parent / "scenarios")
     if here not in os.environ.get("WARREN_SCENARIOS", "").split(os.pathsep):  # for load_scenario in this process
         os.environ["WARREN_SCENARIOS"] = os.pathsep.join(p for p in (here, os.environ.get("WARREN_SCENARIOS")) if p)
+    if name == "echo":
+        return "echo", {"steps": steps} if steps else {}
     return TRIPS_SCENARIO, {"seeds": seeds}
 
 
@@ -130,6 +135,7 @@ class Tally:
         self.runs = 0
         self.runs_cut = 0
         self.frames_out = 0
+        self.frames_in = 0  # WebSocket frames received (one per batch, ideally: the reply and the next envelopes)
         self.requests = 0  # HTTP requests of the agents while driving (polls + commands)
         self.client_cpu = 0.0
         self._t0 = 0.0
@@ -171,7 +177,7 @@ class Tally:
                 "server_cpu_us_per_decision": 1e6 * self.server_cpu / self.decisions if self.decisions else None,
                 "client_cpu_s": self.client_cpu,
                 "client_cpu_us_per_decision": 1e6 * self.client_cpu / self.decisions if self.decisions else None,
-                "frames_out": self.frames_out, "requests": self.requests,
+                "frames_out": self.frames_out, "frames_in": self.frames_in, "requests": self.requests,
                 "requests_per_decision": self.requests / self.decisions if self.decisions else None, **extra}
 
 
@@ -215,20 +221,8 @@ async def send(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) 
 
 
 # -- HTTP agents ---------------------------------------------------------------------------------------
-ECHO_SCENARIO = "echo"  # bench/scenarios/echo: every agent in every batch, `steps` batches a run
-
-
-def http_scenario(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    """The scenario http-agents plays: ``--echo-steps N``: bench/scenarios/echo with N steps a run (every agent
-    answers every tick, all in one batch: the issue's judged shape), else :func:`scenario_of` (``--seeds``)."""
-    if not args.echo_steps:
-        return scenario_of(args.seeds)
-    scenario_of(1)  # puts bench/scenarios on WARREN_SCENARIOS for this process's load_scenario
-    return ECHO_SCENARIO, {"steps": args.echo_steps}
-
-
 async def http_agents(args: argparse.Namespace) -> dict[str, Any]:
-    scenario, extra = http_scenario(args)
+    scenario, extra = scenario_of(args.seeds, args.scenario, args.steps)
     k, sol, tally = args.agents, solution(scenario), Tally(args.server_pid)
     ids = agent_ids(k, scenario)
     clients = {aid: http_client(args.url, 2) for aid in ids}
@@ -240,8 +234,7 @@ async def http_agents(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         for c in clients.values():
             await c.aclose()
-    return tally.result(mode="http-agents", agents=k, next_wait=args.next_wait, scenario=scenario, seeds=args.seeds,
-                        steps=extra.get("steps"))
+    return tally.result(mode="http-agents", agents=k, next_wait=args.next_wait, scenario=scenario, seeds=args.seeds)
 
 
 async def _http_run(admin: httpx.AsyncClient, clients: dict[str, httpx.AsyncClient], sol: Any, ids: list[str],
@@ -333,13 +326,14 @@ class RpcClient:
                 raw = await self.ws.get_message()
             except ConnectionClosed:
                 return
-            frame = json.loads(raw)
+            frame = orjson.loads(raw)
             t = unix_now()
+            self.tally.frames_in += 1
             for msg in frame if isinstance(frame, list) else [frame]:  # batched frames: an array of messages
                 if "method" in msg:
                     if msg["method"] == "ping" and "id" in msg:  # the server's heartbeat
-                        await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": msg["id"],
-                                                               "result": msg.get("params", {})}))
+                        await self.ws.send_message(orjson.dumps({"jsonrpc": "2.0", "id": msg["id"],
+                                                                 "result": msg.get("params", {})}).decode())
                     else:
                         self.notes_send.send_nowait(msg)
                     continue
@@ -352,8 +346,9 @@ class RpcClient:
         self.next_id += 1
         self.replies[self.next_id] = on_reply
         self.tally.frames_out += 1
-        await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method,
-                                               "params": params}))
+        # orjson: at one agent the client's own encoding was a third of its CPU per decision (json.dumps)
+        await self.ws.send_message(orjson.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method,
+                                                 "params": params}).decode())
 
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         box: list[dict[str, Any]] = []
@@ -374,18 +369,21 @@ class RpcClient:
 # fields only (agent.claim's ``parts``), as a client of the binding that knows its policy would; the server then
 # builds no text, no affordances and no unread field for it (runtime/views.py WireEnvelope).
 WS_PARTS = ("busy", "you", "place", "objectives")
+# echo's policy reads nothing of its observation; its client takes the agent's own state ("you"), the smallest
+# observation that still says something (OpenEnv's echo observation is likewise a few fields).
+PARTS_OF = {"warren": WS_PARTS, "warren_trips": WS_PARTS, "echo": ("you",)}
 
 
 class WsAgents:
     """Leases and policies of one run's agents; an agent's policy may arrive after its first envelope."""
 
-    def __init__(self, run_id: str, sol: Any) -> None:
-        self.run_id, self.sol = run_id, sol
+    def __init__(self, run_id: str, sol: Any, parts: tuple[str, ...] = WS_PARTS) -> None:
+        self.run_id, self.sol, self.parts = run_id, sol, list(parts)
         self.ready: dict[str, tuple[str, Any]] = {}
         self.events: dict[str, trio.Event] = {}
 
     async def setup(self, rpc: RpcClient, aid: str) -> None:
-        claim = await rpc.call("agent.claim", {"run_id": self.run_id, "agent_id": aid, "parts": list(WS_PARTS)})
+        claim = await rpc.call("agent.claim", {"run_id": self.run_id, "agent_id": aid, "parts": self.parts})
         brief = await rpc.call("agent.briefing", {"run_id": self.run_id, "agent_id": aid, "lease": claim["lease"]})
         self.ready[aid] = (claim["lease"], self.sol.make_policy(aid, brief["role"], brief))
         self.events.setdefault(aid, trio.Event()).set()
@@ -448,7 +446,7 @@ async def _open_rpc(nursery: trio.Nursery, url: str, tally: Tally) -> RpcClient:
 
 
 async def ws_agents(args: argparse.Namespace) -> dict[str, Any]:
-    scenario, extra = scenario_of(args.seeds)
+    scenario, extra = scenario_of(args.seeds, args.scenario, args.steps)
     k, sol, tally = args.agents, solution(scenario), Tally(args.server_pid)
     ids = agent_ids(k, scenario)
     one = args.connections == "one"
@@ -462,7 +460,7 @@ async def ws_agents(args: argparse.Namespace) -> dict[str, Any]:
             r.raise_for_status()
             run_id = r.json()["run_id"]
             tally.runs += 1
-            agents = WsAgents(run_id, sol)
+            agents = WsAgents(run_id, sol, PARTS_OF[scenario])
             with trio.move_on_at(window_end) as window:
                 async with trio.open_nursery() as conns:  # the connections live as long as the run
                     if one:
@@ -488,7 +486,7 @@ async def ws_agents(args: argparse.Namespace) -> dict[str, Any]:
                 tally.runs_cut += 1
                 with trio.move_on_after(10):
                     await send(http, "DELETE", f"/v1/runs/{run_id}")
-    return tally.result(mode="ws-agents", connections=args.connections, agents=k)
+    return tally.result(mode="ws-agents", connections=args.connections, agents=k, scenario=scenario, **extra)
 
 
 async def ws_runs(args: argparse.Namespace) -> dict[str, Any]:
@@ -850,8 +848,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=0,
                    help="ws-agents, http-agents: play bench/scenarios/warren_trips with this many seeds (trips) "
                         "per forager")
-    p.add_argument("--echo-steps", type=int, default=0,
-                   help="http-agents: play bench/scenarios/echo, runs of this many steps (every agent every step)")
+    p.add_argument("--scenario", choices=("warren", "echo"), default="warren",
+                   help="ws-agents, http-agents: the scenario played (echo: bench/scenarios/echo, every agent in "
+                        "every batch, a trivial answer each; --seeds picks warren_trips instead)")
+    p.add_argument("--steps", type=int, default=0, help="--scenario echo: ticks a run (default: the scenario's)")
     p.add_argument("--max-runs", type=int, default=MAX_RUNS)
     p.add_argument("--next-wait", action="store_true",
                    help="http-agents: each command asks for the next envelope in its reply (?wait=)")

@@ -61,7 +61,7 @@ def http_agents(url: str, pid: int, k: int, duration: float, next_wait: bool = F
     return loadgen("http-agents", "--url", url, "--agents", str(k), "--duration", f"{duration:g}",
                    "--server-pid", str(pid), *(["--next-wait"] if next_wait else []),
                    *(["--seeds", str(seeds)] if seeds else []),
-                   *(["--echo-steps", str(echo_steps)] if echo_steps else []), timeout=duration + 120)
+                   *(["--scenario", "echo", "--steps", str(echo_steps)] if echo_steps else []), timeout=duration + 120)
 
 
 def ceiling(url: str, pid: int, k: int, duration: float) -> dict[str, Any]:
