@@ -185,6 +185,10 @@ async def poll_observation(state: AppState, run_id: str, agent_id: str, args: Ma
     run = state.runs().get(run_id)
     after = int_arg("after", -1, minimum=-1, args=args)
     wait = min(float_arg("wait", 0.0, args), state.config.max_wait_s)
+    if isinstance(run, StoredRun):  # every agent's last poll: 410 from the stored status, no rebuild
+        gone = run.ended_poll(agent_id, args.get("lease"), state.config.lease_ttl, state.config.max_polls_per_lease)
+        if gone is not None:
+            raise gone
     ra = run.authenticate(agent_id, args.get("lease"))
     env = await run.wait_observation(ra, after, wait)
     if env is None:
