@@ -23,6 +23,7 @@ cheapest path the protocol's server offers (``--next-wait``); the two-request fi
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any
 
@@ -52,8 +53,10 @@ TARGET_K = 64
 TARGET_EFFICIENCY = 0.8
 
 
-def trivial_server() -> ServerProcess:
-    return ServerProcess([sys.executable, "-m", "bench.trivial_app", "--port", "0"], name="trivial")
+def trivial_server(raw: bool = False) -> ServerProcess:
+    """The ceiling; ``raw``: the informational second floor (``/trivial`` straight from ASGI, bench/trivial_app.py)."""
+    return ServerProcess([sys.executable, "-m", "bench.trivial_app", "--port", "0", *(["--raw"] if raw else [])],
+                         name="trivial-raw" if raw else "trivial")
 
 
 def http_agents(url: str, pid: int, k: int, duration: float, next_wait: bool = False, seeds: int = 0,
@@ -98,12 +101,17 @@ def run(opts: Options) -> dict[str, Any]:
     duration = opts.secs(10.0, 2.0)
     reps = opts.reps(3)
     raw: dict[tuple[int, bool, tuple[str, int, int]], list[dict[str, Any]]] = {}
-    with warren_serve(*SCENARIOS) as warren, trivial_server() as trivial:
+    floors: list[dict[str, Any]] = []  # (informational) the raw-ASGI floor at TARGET_K, next to the judged ceiling
+    with warren_serve(*SCENARIOS) as warren, trivial_server() as trivial, \
+            (trivial_server(raw=True) if not opts.quick else contextlib.nullcontext()) as trivial_raw:
         for _ in range(reps):
             for k in KS:  # side by side: the protocol (both ways), then the ceiling, under the same noise
                 runs = {(nw, sc): http_agents(warren.url, warren.pid, k, duration, nw, sc[1], sc[2])
                         for nw, sc in _plays(k, opts.quick)}
                 c = ceiling(trivial.url, trivial.pid, k, duration)
+                if k == TARGET_K and trivial_raw is not None:
+                    floors.append({"ceiling": c, "raw": ceiling(trivial_raw.url, trivial_raw.pid, k, duration),
+                                   "echo_wait": runs[(True, ECHO)]})
                 for (nw, sc), a in runs.items():
                     ceiling_rps = c["requests_per_s"]
                     raw.setdefault((k, nw, sc), []).append({
@@ -158,9 +166,35 @@ def run(opts: Options) -> dict[str, Any]:
                               eff(True, TRIPS), ">=", TARGET_EFFICIENCY))
     targets_table(targets)
     out: dict[str, Any] = {"results": results, "targets": targets}
+    if floors:
+        out["floors"] = _floors(floors, reps, duration)
     if opts.profile:
         out["profile"] = profile_server(opts, TARGET_K, duration)
     return out
+
+
+def _floors(floors: list[dict[str, Any]], reps: int, duration: float) -> dict[str, Any]:
+    """Informational: the judged ceiling (bare Quart-Trio) next to the raw-ASGI floor (bench/trivial_app.py --raw), and
+    the judged row's efficiency against each: the raw floor is what a request costs when it skips Quart entirely."""
+    res: dict[str, Any] = {
+        "ceiling_requests_per_s": summary(f["ceiling"]["requests_per_s"] for f in floors),
+        "ceiling_server_cpu_us_per_request": summary(f["ceiling"]["server_cpu_us_per_request"] or 0 for f in floors),
+        "raw_requests_per_s": summary(f["raw"]["requests_per_s"] for f in floors),
+        "raw_server_cpu_us_per_request": summary(f["raw"]["server_cpu_us_per_request"] or 0 for f in floors),
+        "echo_wait_efficiency_vs_raw": summary(2 * f["echo_wait"]["decisions_per_s"] / f["raw"]["requests_per_s"]
+                                               for f in floors),
+        "runs": floors,
+    }
+    print_table(f"protocol: the two floors at K={TARGET_K}, informational ({reps} x {duration:g} s; median (min-max))",
+                ["floor", "req/s", "server us/request", "echo ?wait= efficiency against it"],
+                [["bare Quart-Trio GET+POST (the judged ceiling)", fmt_stat(res["ceiling_requests_per_s"]),
+                  fmt_stat(res["ceiling_server_cpu_us_per_request"]),
+                  fmt_stat(summary(2 * f["echo_wait"]["decisions_per_s"] / f["ceiling"]["requests_per_s"]
+                                   for f in floors), 2)],
+                 ["raw ASGI + one-write responses (trivial_app --raw)", fmt_stat(res["raw_requests_per_s"]),
+                  fmt_stat(res["raw_server_cpu_us_per_request"]), fmt_stat(res["echo_wait_efficiency_vs_raw"], 2)]],
+                note="the raw floor serves /trivial the way WARREN's HTTP lane serves its hot routes; not judged")
+    return res
 
 
 def profile_server(opts: Options, k: int, duration: float) -> str:
