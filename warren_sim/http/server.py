@@ -79,6 +79,7 @@ async def start_server(config: ServerConfig, host: str = "127.0.0.1", port: int 
     the bench's server pass ``SERVER_GC_THRESHOLDS``; a server inside a test process keeps the process's own)."""
     # idle keep-alive connections close again after a request; writes are bounded (see the module)
     hypercorn_fixes.apply(send_timeout=config.send_timeout_s * config.rate)
+    hypercorn_fixes.apply_lean_writes()  # one write per fixed-length response
     thresholds = gc.get_threshold()
     if gc_thresholds is not None:
         gc.set_threshold(*gc_thresholds)
