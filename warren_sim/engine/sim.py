@@ -302,6 +302,9 @@ class Simulation:
                 self._emit({"kind": "command", "t": t, "agent": aid, "observation_id": obs.observation_id,
                             "command": obs.answer, "source": obs.source})
             apply(obs._agent, obs)
+            view = obs._view
+            if view is not None:  # no reference cycle left behind: see ObservationView._detach
+                view._detach(obs.observation_id)
         pending.clear()
         self.batch = None
         self.batch_no += 1
