@@ -64,8 +64,9 @@ class ObservationView(Mapping[str, Any]):
         reference cycle, freed by the cyclic garbage collector instead of at once: at 1,000 agents that
         collector's passes over those cycles cost a quarter of a headless run."""
         self._obs, self._gone = None, observation_id
-        for value in self._built.values():  # nested views (``place``)
-            if type(value) is ObservationView:
+        for key in NESTED_VIEWS:
+            value = self._built.get(key)
+            if value is not None:
                 value._detach(observation_id)
 
     def __iter__(self) -> Iterator[str]:
@@ -406,6 +407,9 @@ def _f_objectives(o: Observation) -> list[dict[str, Any]]:
     return o._sim.shared_objective_views()
 
 
+# The fields that are views themselves (detached with the observation's view: ObservationView._detach, and
+# Simulation.adjudicate's copy of it, which names "place").
+NESTED_VIEWS = ("place",)
 OBSERVATION_FIELDS: dict[str, Callable[[Observation], Any]] = {
     "agent": _f_agent,
     "time": _f_time,

@@ -303,8 +303,11 @@ class Simulation:
                             "command": obs.answer, "source": obs.source})
             apply(obs._agent, obs)
             view = obs._view
-            if view is not None:  # no reference cycle left behind: see ObservationView._detach
-                view._detach(obs.observation_id)
+            if view is not None:  # view._detach(obs.observation_id), inline: no reference cycle left behind
+                view._obs, view._gone = None, obs.observation_id
+                place = view._built.get("place")  # the one nested view (perception.NESTED_VIEWS)
+                if place is not None:
+                    place._obs, place._gone = None, view._gone
         pending.clear()
         self.batch = None
         self.batch_no += 1
@@ -327,8 +330,14 @@ class Simulation:
             tool = self.tools[cmd["action"]]
             args = cmd.get("args", {})
             parsed = obs.parsed  # what validation resolved for this very command (a move's destination cell)
-            err, duration, dest = rules.plan(self, agent, tool, args,
-                                             parsed[1] if parsed is not None and parsed[0] is cmd else None)
+            dest = parsed[1] if parsed is not None and parsed[0] is cmd else None
+            cell = agent.cell
+            if dest is not None and tool.name == "move_to" and dest[0] == cell[0] and dest != cell and (
+                    (place := self.world.cell_place.get(dest)) is None or place != self.world.cell_place.get(cell)):
+                # rules.plan's commonest case, inline: a move on one open grid to another place
+                err, duration = None, max(1, (abs(cell[1] - dest[1]) + abs(cell[2] - dest[2])) * self.conv.step_ms)
+            else:
+                err, duration, dest = rules.plan(self, agent, tool, args, dest)
             if err:
                 self._outcome(agent, oid, "rejected", err, tool.name, rules.conflict(self, agent, tool, args))
                 self._wake(agent, t + self.conv.tick_ms, "interrupted")
@@ -369,7 +378,13 @@ class Simulation:
             self._emit({"kind": "outcome", "t": t, "agent": agent.id, "observation_id": oid,
                         "outcome": "accepted", "reason": ""})
         if "sleep_ms" in cmd:
-            self._wake(agent, t + max(1, int(cmd["sleep_ms"])), "timer")
+            at = t + max(1, int(cmd["sleep_ms"]))
+            if agent.wake_time == -1 and at != self._instant:  # _wake(agent, at, "timer"), inline: none due yet
+                agent.wake_time, agent.wake_reason = at, "timer"
+                token = agent.wake_token = agent.wake_token + 1
+                heappush(self._heap, (at, WAKE, self._next_seq(), agent.id, token))
+            else:
+                self._wake(agent, at, "timer")
         elif agent.lanes["body"] is None and agent.lanes["voice"] is None:
             self._wake(agent, t + self.conv.idle_wake_ms, "idle")
 
