@@ -513,12 +513,8 @@ class Simulation:
         if not audience:
             return
         shared = {"time": self.time, **event}
-        for agent in audience:
-            events = agent.events
-            events.append(shared)
-            if len(events) > MAX_EVENTS:
-                del events[0]
-                agent.events_dropped += 1
+        for agent in audience:  # the cap of MAX_EVENTS is applied once per agent, by _flush_event_wakes
+            agent.events.append(shared)
         self._event_wakes.extend(audience)
 
     def notify_place(self, cell: Any, event: dict[str, Any], actor: str | None) -> None:
@@ -534,6 +530,12 @@ class Simulation:
         wake_at = self.time + self.conv.tick_ms
         now = self.time
         for other in dict.fromkeys(self._event_wakes):  # each once, in the order they were told
+            events = other.events
+            if len(events) > MAX_EVENTS:
+                # notify appends without the cap (once per agent told, not per event): the oldest go here, before
+                # anyone observes them, as if each append had dropped one (the same last MAX_EVENTS, the same count)
+                other.events_dropped += len(events) - MAX_EVENTS
+                del events[:-MAX_EVENTS]
             lanes = other.lanes
             if lanes["body"] is None and lanes["voice"] is None and other.wake_time != now:
                 self._wake(other, wake_at, "event")  # (one waking now sees the event anyway)
