@@ -3,6 +3,7 @@
 See ``sim.Simulation`` for the three calls that drive it.
 """
 
+from . import sim
 from .briefing import briefing, canonical_json, content_hash
 from .headless import run_headless
 from .layout import layout
@@ -12,8 +13,12 @@ from .sim import END_STATUSES, WAKE_REASONS, Batch, EngineError, Simulation
 from .spec import ScenarioSpec
 from .world import WorldError
 
+# "mypyc" when the engine's hot modules were compiled at install time (setup.py: WARREN_MYPYC=1, opt-in), else
+# "python"; benchmarks say which one they measured.
+BUILD = "python" if sim.__file__ is None or sim.__file__.endswith(".py") else "mypyc"
+
 __all__ = [
-    "END_STATUSES", "NOOP", "WAKE_REASONS", "Batch", "EngineError", "NoopPolicy", "Observation", "Policy",
+    "BUILD", "END_STATUSES", "NOOP", "WAKE_REASONS", "Batch", "EngineError", "NoopPolicy", "Observation", "Policy",
     "RandomPolicy", "ScenarioSpec", "Simulation", "WorldError", "briefing", "canonical_json", "content_hash",
     "layout", "run_headless",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .errors import StaleObservation
 from .world import Agent, cell_name
 
 if TYPE_CHECKING:
@@ -20,10 +21,6 @@ if TYPE_CHECKING:
 MAX_SUGGESTIONS = 5
 TELL_CHOICES_LIMIT = 64
 _NONE: tuple[()] = ()  # "no messages/events since the last wake", shared (a field built from it is a new [])
-
-
-class StaleObservation(RuntimeError):
-    """An observation was read for the first time after its batch was adjudicated."""
 
 
 class ObservationView(Mapping[str, Any]):

@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 
 from . import rules
+from .errors import EngineError
 from .layout import layout
 from .perception import Observation
 from .scheduler import COMPLETION, DEADLINE, WAKE, Scheduler
@@ -68,10 +69,6 @@ def _inline_shuffle(getrandbits: Any, x: list[Any]) -> None:
 
 
 FAST_SHUFFLE = _fast_shuffle_agrees()
-
-
-class EngineError(RuntimeError):
-    """The engine was driven out of order (answering twice, adjudicating with answers missing...)."""
 
 
 @attrs.define(eq=False)
@@ -424,7 +421,12 @@ class Simulation:
                 if len(events) > MAX_EVENTS:
                     del events[0]
                     agent.events_dropped += 1
-                self._wake(agent, t, "done")
+                if agent.wake_time == -1:  # _wake(agent, t, "done"), inline: none due yet, due in this very instant
+                    agent.wake_time, agent.wake_reason = t, "done"
+                    agent.wake_token += 1
+                    self._woken.append(agent)
+                else:
+                    self._wake(agent, t, "done")
                 return
 
     def _interrupt(self, agent: Agent, action: Action, reason: str) -> None:
