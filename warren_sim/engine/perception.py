@@ -36,8 +36,7 @@ class ObservationView(Mapping[str, Any]):
     def __init__(self, obs: Observation, builders: dict[str, Callable[[Observation], Any]]) -> None:
         self._obs: Observation | None = obs
         self._builders = builders
-        self._built: dict[str, Any] = {}
-        self._gone = ""
+        self._built: dict[str, Any] = {}  # (``_gone``, the observation's id, is set when it lets go of it)
 
     def __getitem__(self, key: str) -> Any:
         built = self._built
