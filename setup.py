@@ -14,8 +14,10 @@
        WARREN_MYPYC=1 pip install --no-build-isolation -e '.[test]'
 
    Without the variable, or without mypyc or a compiler (a warning says which), the package is the plain Python
-   one, as ever: the same modules, the same results (tests/test_trace_digests.py pins both builds' traces).
-   ``python -m bench engine`` says which build it measured (``warren_sim.engine.BUILD``).
+   one, as ever: the same modules, the same results (the pinned digests of tests/test_trace_digests.py and
+   tests/test_engine_perception_digests.py hold on both builds).
+   ``python -m bench engine`` says which build it measured (``warren_sim.engine.BUILD``); an engine module edited
+   after the build warns at import (the compiled one runs): rebuild, or delete ``warren_sim/engine/*.so``.
 
 Everything else is in pyproject.toml.
 """
@@ -29,7 +31,7 @@ from setuptools import find_packages, setup
 
 # The modules a decision runs through, plain typed Python that mypyc compiles as is. (perception.py is not: its
 # lazy view is a collections.abc.Mapping, which a compiled class cannot subclass.)
-ENGINE_COMPILED = ["sim", "rules", "world", "scheduler"]
+ENGINE_COMPILED = ["sim", "rules", "world", "scheduler", "headless"]
 
 
 def compiled_engine() -> list:

@@ -3,7 +3,7 @@
 See ``sim.Simulation`` for the three calls that drive it.
 """
 
-from . import sim
+from . import headless, rules, scheduler, sim, world
 from .briefing import briefing, canonical_json, content_hash
 from .headless import run_headless
 from .layout import layout
@@ -16,6 +16,29 @@ from .world import WorldError
 # "mypyc" when the engine's hot modules were compiled at install time (setup.py: WARREN_MYPYC=1, opt-in), else
 # "python"; benchmarks say which one they measured.
 BUILD = "python" if sim.__file__ is None or sim.__file__.endswith(".py") else "mypyc"
+
+
+def _stale_compiled_modules() -> list[str]:
+    """Compiled modules older than their source (an edit after the build): Python imports the compiled one."""
+    import os
+
+    stale = []
+    for mod in (headless, rules, scheduler, sim, world):
+        path = mod.__file__ or ""
+        if path.endswith(".py"):
+            continue
+        source = os.path.join(os.path.dirname(path), mod.__name__.rsplit(".", 1)[-1] + ".py")
+        if os.path.exists(source) and os.path.getmtime(source) > os.path.getmtime(path):
+            stale.append(source)
+    return stale
+
+
+if BUILD == "mypyc" and (_stale := _stale_compiled_modules()):
+    import warnings
+
+    warnings.warn(f"the compiled engine is older than {', '.join(_stale)}: it runs the old code; rebuild it "
+                  "(WARREN_MYPYC=1 pip install --no-build-isolation -e .) or delete warren_sim/engine/*.so",
+                  stacklevel=2)
 
 __all__ = [
     "BUILD", "END_STATUSES", "NOOP", "WAKE_REASONS", "Batch", "EngineError", "NoopPolicy", "Observation", "Policy",

@@ -1,9 +1,9 @@
 """The engine's exceptions, in a module of their own.
 
 They are re-exported where they were first defined (``sim.EngineError``, ``world.WorldError``,
-``perception.StaleObservation``). Kept apart because the opt-in compiled build (docs/performance.md,
-``WARREN_MYPYC=1``) compiles ``sim``, ``rules``, ``world`` and ``scheduler`` with mypyc, which cannot compile
-a subclass of ``RuntimeError`` or ``ValueError``: this module always stays plain Python.
+``perception.StaleObservation``). Kept apart because the opt-in compiled build (setup.py, ``WARREN_MYPYC=1``)
+compiles ``sim``, ``rules``, ``world``, ``scheduler`` and ``headless`` with mypyc, which cannot compile a
+subclass of ``RuntimeError`` or ``ValueError``: this module always stays plain Python.
 """
 
 from __future__ import annotations
