@@ -44,7 +44,7 @@ def compiled_engine() -> list:
         print("WARREN_MYPYC=1 but mypyc is not importable (install mypy in the build environment and pass "
               "--no-build-isolation): building the plain Python engine", file=sys.stderr)
         return []
-    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(cc) is None or not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
         print(f"WARREN_MYPYC=1 but no C compiler ({cc}) or no Python.h: building the plain Python engine",
               file=sys.stderr)
