@@ -19,16 +19,23 @@ BUILD = "python" if sim.__file__ is None or sim.__file__.endswith(".py") else "m
 
 
 def _stale_compiled_modules() -> list[str]:
-    """Compiled modules older than their source (an edit after the build): Python imports the compiled one."""
+    """Compiled modules older than their source (an edit after the build): Python imports the compiled one.
+
+    (Paths from this package's directory: a compiled module's ``__file__`` is not where it lies.)
+    """
+    import importlib.machinery
     import os
 
+    here = os.path.dirname(__file__)
     stale = []
     for mod in (headless, rules, scheduler, sim, world):
-        path = mod.__file__ or ""
-        if path.endswith(".py"):
+        if (mod.__file__ or "").endswith(".py"):
             continue
-        source = os.path.join(os.path.dirname(path), mod.__name__.rsplit(".", 1)[-1] + ".py")
-        if os.path.exists(source) and os.path.getmtime(source) > os.path.getmtime(path):
+        name = mod.__name__.rsplit(".", 1)[-1]
+        source = os.path.join(here, name + ".py")
+        built = [path for suffix in importlib.machinery.EXTENSION_SUFFIXES
+                 if os.path.exists(path := os.path.join(here, name + suffix))]
+        if built and os.path.exists(source) and os.path.getmtime(source) > os.path.getmtime(built[0]):
             stale.append(source)
     return stale
 
