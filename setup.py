@@ -8,8 +8,8 @@
 
 2. An opt-in compiled engine (docs/performance.md): with ``WARREN_MYPYC=1`` at install time, and mypy's mypyc
    and a C compiler at hand, the engine's hot modules (``ENGINE_COMPILED``) are compiled with mypyc; the build
-   needs mypy in the build environment, so install with ``--no-build-isolation`` (mypy comes with the ``test``
-   extra)::
+   needs mypy (it comes with the ``test`` extra) and setuptools >= 70.1 in the environment, so install with
+   ``--no-build-isolation``::
 
        WARREN_MYPYC=1 pip install --no-build-isolation -e '.[test]'
 
@@ -29,9 +29,10 @@ import sysconfig
 
 from setuptools import find_packages, setup
 
-# The modules a decision runs through, plain typed Python that mypyc compiles as is. (perception.py is not: its
-# lazy view is a collections.abc.Mapping, which a compiled class cannot subclass.)
-ENGINE_COMPILED = ["sim", "rules", "world", "scheduler", "headless"]
+# The modules a decision runs through, plain typed Python that mypyc compiles as is. Compiled, their type hints are
+# checked at run time: a value of another type than declared raises TypeError there (tests/test_compiled_build.py
+# runs the engine's tests and pinned digests on this build).
+ENGINE_COMPILED = ["sim", "rules", "world", "scheduler", "headless", "perception"]
 
 
 def compiled_engine() -> list:

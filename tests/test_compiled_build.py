@@ -31,8 +31,8 @@ def setup_py(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> subproce
 
 def test_the_build_in_use_is_named() -> None:
     """``engine.BUILD`` says "mypyc" exactly when the engine's modules were imported from compiled extensions."""
-    compiled = [m for m in (engine.sim, engine.rules, engine.world, engine.scheduler, engine.headless)
-                if not (m.__file__ or "").endswith(".py")]
+    modules = (engine.sim, engine.rules, engine.world, engine.scheduler, engine.headless, engine.perception)
+    compiled = [m for m in modules if not (m.__file__ or "").endswith(".py")]
     assert engine.BUILD == ("mypyc" if compiled else "python")
 
 
@@ -62,7 +62,7 @@ def test_the_compiled_engine_decides_exactly_what_the_plain_one_does(tmp_path: P
     assert built.returncode == 0, built.stderr[-2000:]
     assert FALLBACK not in built.stderr
     assert sorted(p.name.split(".")[0] for p in (copy / "warren_sim" / "engine").glob("*.so")) == [
-        "_compiled__mypyc", "headless", "rules", "scheduler", "sim", "world"]
+        "_compiled__mypyc", "headless", "perception", "rules", "scheduler", "sim", "world"]
     # python -m puts the copy first on sys.path: its compiled engine is the one imported
     which = subprocess.run([sys.executable, "-c", "import warren_sim.engine as e; print(e.BUILD, e.sim.__file__)"],
                            cwd=copy, capture_output=True, text=True, timeout=120)

@@ -3,7 +3,7 @@
 See ``sim.Simulation`` for the three calls that drive it.
 """
 
-from . import headless, rules, scheduler, sim, world
+from . import headless, perception, rules, scheduler, sim, world
 from .briefing import briefing, canonical_json, content_hash
 from .headless import run_headless
 from .layout import layout
@@ -28,7 +28,7 @@ def _stale_compiled_modules() -> list[str]:
 
     here = os.path.dirname(__file__)
     stale = []
-    for mod in (headless, rules, scheduler, sim, world):
+    for mod in (headless, perception, rules, scheduler, sim, world):
         if (mod.__file__ or "").endswith(".py"):
             continue
         name = mod.__name__.rsplit(".", 1)[-1]

@@ -2,8 +2,8 @@
 
 They are re-exported where they were first defined (``sim.EngineError``, ``world.WorldError``,
 ``perception.StaleObservation``). Kept apart because the opt-in compiled build (setup.py, ``WARREN_MYPYC=1``)
-compiles ``sim``, ``rules``, ``world``, ``scheduler`` and ``headless`` with mypyc, which cannot compile a
-subclass of ``RuntimeError`` or ``ValueError``: this module always stays plain Python.
+compiles ``sim``, ``rules``, ``world``, ``scheduler``, ``headless`` and ``perception`` with mypyc, which cannot
+compile a subclass of ``RuntimeError`` or ``ValueError``: this module always stays plain Python.
 """
 
 from __future__ import annotations
