@@ -32,8 +32,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import orjson
 import trio
 
+from bench import wsclient
 from bench.common import PROTO, percentile, proc_cpu_seconds, proc_status_kib, unix_now
 from warren_sim.runtime.clock import wall_seconds
 
@@ -77,14 +79,18 @@ _IDS: dict[tuple[str, int], list[str]] = {}
 TRIPS_SCENARIO = "warren_trips"  # bench/scenarios/warren_trips: warren with `seeds` trips per forager
 
 
-def scenario_of(seeds: int) -> tuple[str, dict[str, Any]]:
-    """The scenario a mode plays and its parameters besides ``agents``: ``warren``, or with ``--seeds N``
-    the bench's ``warren_trips`` (a longer episode per agent; the server runs with ``--scenarios``)."""
-    if not seeds:
+def scenario_of(seeds: int = 0, name: str = "warren", steps: int = 0) -> tuple[str, dict[str, Any]]:
+    """The scenario a mode plays and its parameters besides ``agents``: ``warren``; with ``--seeds N`` the
+    bench's ``warren_trips`` (a longer episode per agent); with ``--scenario echo`` the bench's ``echo`` (every
+    agent in every batch, a trivial answer each, ``--steps`` ticks a run). The bench's scenarios need the server
+    to run with ``--scenarios bench/scenarios``."""
+    if not seeds and name == "warren":
         return "warren", {}
     here = str(Path(__file__).resolve().parent / "scenarios")
     if here not in os.environ.get("WARREN_SCENARIOS", "").split(os.pathsep):  # for load_scenario in this process
         os.environ["WARREN_SCENARIOS"] = os.pathsep.join(p for p in (here, os.environ.get("WARREN_SCENARIOS")) if p)
+    if name == "echo":
+        return "echo", {"steps": steps} if steps else {}
     return TRIPS_SCENARIO, {"seeds": seeds}
 
 
@@ -130,6 +136,7 @@ class Tally:
         self.runs = 0
         self.runs_cut = 0
         self.frames_out = 0
+        self.frames_in = 0  # WebSocket frames received (one per batch, ideally: the reply and the next envelopes)
         self.requests = 0  # HTTP requests of the agents while driving (polls + commands)
         self.client_cpu = 0.0
         self._t0 = 0.0
@@ -171,7 +178,7 @@ class Tally:
                 "server_cpu_us_per_decision": 1e6 * self.server_cpu / self.decisions if self.decisions else None,
                 "client_cpu_s": self.client_cpu,
                 "client_cpu_us_per_decision": 1e6 * self.client_cpu / self.decisions if self.decisions else None,
-                "frames_out": self.frames_out, "requests": self.requests,
+                "frames_out": self.frames_out, "frames_in": self.frames_in, "requests": self.requests,
                 "requests_per_decision": self.requests / self.decisions if self.decisions else None, **extra}
 
 
@@ -216,7 +223,7 @@ async def send(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) 
 
 # -- HTTP agents ---------------------------------------------------------------------------------------
 async def http_agents(args: argparse.Namespace) -> dict[str, Any]:
-    scenario, extra = scenario_of(args.seeds)
+    scenario, extra = scenario_of(args.seeds, args.scenario, args.steps)
     k, sol, tally = args.agents, solution(scenario), Tally(args.server_pid)
     ids = agent_ids(k, scenario)
     clients = {aid: http_client(args.url, 2) for aid in ids}
@@ -313,20 +320,19 @@ class RpcClient:
         self.notes_send, self.notes = trio.open_memory_channel[dict[str, Any]](math.inf)
 
     async def reader(self) -> None:
-        from trio_websocket import ConnectionClosed
-
         while True:
             try:
                 raw = await self.ws.get_message()
-            except ConnectionClosed:
+            except wsclient.ConnectionClosed:
                 return
-            frame = json.loads(raw)
+            frame = orjson.loads(raw)
             t = unix_now()
+            self.tally.frames_in += 1
             for msg in frame if isinstance(frame, list) else [frame]:  # batched frames: an array of messages
                 if "method" in msg:
                     if msg["method"] == "ping" and "id" in msg:  # the server's heartbeat
-                        await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": msg["id"],
-                                                               "result": msg.get("params", {})}))
+                        await self.ws.send_message(orjson.dumps({"jsonrpc": "2.0", "id": msg["id"],
+                                                                 "result": msg.get("params", {})}).decode())
                     else:
                         self.notes_send.send_nowait(msg)
                     continue
@@ -339,8 +345,9 @@ class RpcClient:
         self.next_id += 1
         self.replies[self.next_id] = on_reply
         self.tally.frames_out += 1
-        await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method,
-                                               "params": params}))
+        # orjson: at one agent the client's own encoding was a third of its CPU per decision (json.dumps)
+        await self.ws.send_message(orjson.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method,
+                                                 "params": params}).decode())
 
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         box: list[dict[str, Any]] = []
@@ -361,18 +368,21 @@ class RpcClient:
 # fields only (agent.claim's ``parts``), as a client of the binding that knows its policy would; the server then
 # builds no text, no affordances and no unread field for it (runtime/views.py WireEnvelope).
 WS_PARTS = ("busy", "you", "place", "objectives")
+# echo's policy reads nothing of its observation; its client takes the agent's own state ("you"), the smallest
+# observation that still says something (OpenEnv's echo observation is likewise a few fields).
+PARTS_OF = {"warren": WS_PARTS, "warren_trips": WS_PARTS, "echo": ("you",)}
 
 
 class WsAgents:
     """Leases and policies of one run's agents; an agent's policy may arrive after its first envelope."""
 
-    def __init__(self, run_id: str, sol: Any) -> None:
-        self.run_id, self.sol = run_id, sol
+    def __init__(self, run_id: str, sol: Any, parts: tuple[str, ...] = WS_PARTS) -> None:
+        self.run_id, self.sol, self.parts = run_id, sol, list(parts)
         self.ready: dict[str, tuple[str, Any]] = {}
         self.events: dict[str, trio.Event] = {}
 
     async def setup(self, rpc: RpcClient, aid: str) -> None:
-        claim = await rpc.call("agent.claim", {"run_id": self.run_id, "agent_id": aid, "parts": list(WS_PARTS)})
+        claim = await rpc.call("agent.claim", {"run_id": self.run_id, "agent_id": aid, "parts": self.parts})
         brief = await rpc.call("agent.briefing", {"run_id": self.run_id, "agent_id": aid, "lease": claim["lease"]})
         self.ready[aid] = (claim["lease"], self.sol.make_policy(aid, brief["role"], brief))
         self.events.setdefault(aid, trio.Event()).set()
@@ -423,10 +433,9 @@ def _ws_url(url: str) -> str:
 
 
 async def _open_rpc(nursery: trio.Nursery, url: str, tally: Tally) -> RpcClient:
-    from trio_websocket import connect_websocket_url
-
-    ws = await connect_websocket_url(nursery, url, extra_headers=[(b"X-Warren-Protocol", b"warren-agent/0")],
-                                     max_message_size=16 * 2**20, receive_buffer_size=2**16)
+    # bench/wsclient.py: RFC 6455 framing in the reader's own task (trio-websocket's reader task, channel and
+    # generic framing cost ~330 us of client CPU per one-agent decision, half of every round trip's client side)
+    ws = await wsclient.connect(url, [("X-Warren-Protocol", "warren-agent/0")], max_message_size=16 * 2**20)
     rpc = RpcClient(ws, tally)
     nursery.start_soon(rpc.reader)
     # batched frames: a submit_many's reply and the envelopes it set off leave in one frame (one write)
@@ -435,7 +444,7 @@ async def _open_rpc(nursery: trio.Nursery, url: str, tally: Tally) -> RpcClient:
 
 
 async def ws_agents(args: argparse.Namespace) -> dict[str, Any]:
-    scenario, extra = scenario_of(args.seeds)
+    scenario, extra = scenario_of(args.seeds, args.scenario, args.steps)
     k, sol, tally = args.agents, solution(scenario), Tally(args.server_pid)
     ids = agent_ids(k, scenario)
     one = args.connections == "one"
@@ -449,7 +458,7 @@ async def ws_agents(args: argparse.Namespace) -> dict[str, Any]:
             r.raise_for_status()
             run_id = r.json()["run_id"]
             tally.runs += 1
-            agents = WsAgents(run_id, sol)
+            agents = WsAgents(run_id, sol, PARTS_OF[scenario])
             with trio.move_on_at(window_end) as window:
                 async with trio.open_nursery() as conns:  # the connections live as long as the run
                     if one:
@@ -475,7 +484,7 @@ async def ws_agents(args: argparse.Namespace) -> dict[str, Any]:
                 tally.runs_cut += 1
                 with trio.move_on_after(10):
                     await send(http, "DELETE", f"/v1/runs/{run_id}")
-    return tally.result(mode="ws-agents", connections=args.connections, agents=k)
+    return tally.result(mode="ws-agents", connections=args.connections, agents=k, scenario=scenario, **extra)
 
 
 async def ws_runs(args: argparse.Namespace) -> dict[str, Any]:
@@ -837,6 +846,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=0,
                    help="ws-agents, http-agents: play bench/scenarios/warren_trips with this many seeds (trips) "
                         "per forager")
+    p.add_argument("--scenario", choices=("warren", "echo"), default="warren",
+                   help="ws-agents, http-agents: the scenario played (echo: bench/scenarios/echo, every agent in "
+                        "every batch, a trivial answer each; --seeds picks warren_trips instead)")
+    p.add_argument("--steps", type=int, default=0, help="--scenario echo: ticks a run (default: the scenario's)")
     p.add_argument("--max-runs", type=int, default=MAX_RUNS)
     p.add_argument("--next-wait", action="store_true",
                    help="http-agents: each command asks for the next envelope in its reply (?wait=)")

@@ -54,11 +54,13 @@ class FaultySocket:
 
     async def get_message(self) -> str | bytes:
         raw = await self.inner.get_message()
-        message = json.loads(raw)
-        self.log.received.append(message)
-        if self.log.left > 0 and self.log.drop(message, self.log):
+        frame = json.loads(raw)
+        messages = frame if isinstance(frame, list) else [frame]  # the client asks for batched frames
+        self.log.received.extend(messages)
+        picked = [m for m in messages if self.log.left > 0 and self.log.drop(m, self.log)]
+        if picked:
             self.log.left -= 1
-            self.log.dropped.append(message)
+            self.log.dropped.extend(picked)  # the frame (all of messages) is lost
             await self.inner.aclose()
             return await self.inner.get_message()  # raises ConnectionClosed
         return raw
@@ -86,9 +88,9 @@ class FaultLog:
         return [m for m in self.received if m.get("method") == method]
 
 
-def ws_client(env: Env, log: FaultLog | None = None) -> AsyncWsAgentClient:
+def ws_client(env: Env, log: FaultLog | None = None, frames: str = "batched") -> AsyncWsAgentClient:
     return AsyncWsAgentClient(env.http(), retry=FAST_RETRY, owns_http=True, timeout=5.0,
-                              socket_wrapper=None if log is None else log.wrap)
+                              socket_wrapper=None if log is None else log.wrap, frames=frames)
 
 
 async def drive(agent: AsyncWsAgent) -> int:
@@ -199,7 +201,8 @@ async def test_envelope_lost_with_the_connection_is_redelivered(tmp_path):
         return message.get("method") == "observation"
 
     log = FaultLog(first_envelope)
-    async with real_server(tmp_path) as env, ws_client(env, log) as client:
+    # single frames: the envelope lost alone (batched, it shares its frame with the claim's reply)
+    async with real_server(tmp_path) as env, ws_client(env, log, frames="single") as client:
         run = await client.create_run("bridge_repair", 3, controlled_agents=["engineer-1"])
         with trio.fail_after(20):
             agent = await client.claim(run.run_id, "engineer-1")

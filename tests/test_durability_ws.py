@@ -42,7 +42,8 @@ class Frames:
 
             async def get_message(self) -> str | bytes:
                 raw = await inner.get_message()
-                frames.received.append(json.loads(raw))
+                frame = json.loads(raw)
+                frames.received.extend(frame if isinstance(frame, list) else [frame])  # batched frames: arrays
                 return raw
 
             async def aclose(self) -> None:

@@ -361,6 +361,13 @@ async def test_ws_outcomes_of_one_batch_ride_in_the_next_observations_frame(auto
         assert {n["receipt"]["command_id"] for n in notes} == {"o1", "o2"}
         assert all(n["run_id"] == run and n["receipt"]["outcome"] != "pending" for n in notes)
         assert not [f for f in ws.frames if f.get("method") in ("outcome", "outcomes")]  # no frames of their own
+        # each notified receipt is the receipt agent.receipt gives (built straight from the verdict on the push)
+        leases = {"engineer-1": a["lease"], "courier-1": b["lease"]}
+        for n in notes:
+            status, asked = await ws.call("agent.receipt", {"run_id": run, "agent_id": n["agent_id"],
+                                                            "lease": leases[n["agent_id"]],
+                                                            "command_id": n["receipt"]["command_id"]})
+            assert status == 200 and asked == n["receipt"]
 
 
 async def test_ws_batched_frames_send_a_reply_and_the_envelopes_it_set_off_in_one_frame(autojump_clock, tmp_path):
@@ -451,8 +458,9 @@ async def test_ws_claim_parts_make_the_envelope_cheaper_not_just_smaller(autojum
         assert status == 400 and bad["rpc"]["code"] == -32602 and "agent.claim: params.parts" in bad["rpc"]["data"]["detail"]
 
 
-async def test_ws_silent_peer_is_dropped_but_its_lease_lives(autojump_clock, tmp_path):
-    """A peer that never answers pings is closed after three heartbeat intervals; its lease still works over HTTP."""
+async def test_ws_silent_peer_is_dropped_but_its_lease_lives(autojump_clock, tmp_path, caplog):
+    """A peer that never answers pings is closed after three heartbeat intervals (an expected end, logged as no
+    error); its lease still works over HTTP."""
     async with served(tmp_path, heartbeat_s=5) as api:
         run = await api.create(controlled_agents=["engineer-1"], decision_deadline_s=1000)
         async with api.client.websocket("/v1/agent") as raw:
@@ -472,6 +480,7 @@ async def test_ws_silent_peer_is_dropped_but_its_lease_lives(autojump_clock, tmp
             assert lease and closed is not None and closed.args[0] == 1001
         status, _ = await HttpAgent(api).briefing(run, lease)
         assert status == 200
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
 
 
 @pytest.mark.parametrize("kind", KINDS)

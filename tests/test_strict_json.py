@@ -193,3 +193,77 @@ def test_arbitrary_bytes_give_a_value_or_strict_json_error(data: bytes) -> None:
         loads_strict(data)
     except StrictJSONError:
         pass
+
+
+def _nest(n: int) -> list[object]:
+    out: list[object] = []
+    for _ in range(n - 1):
+        out = [out]
+    return out
+
+
+# -- the orjson fast path (_loads_fast) accepts and refuses what the slow parser does --------------------
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1, "a" : 2}',  # a duplicate whose colon follows whitespace
+        '{"a":1,"b":{"c":2,"c":3}}',  # nested duplicate
+        '[{"k": 1}, {"k": 2, "k": 3}]',  # duplicates in an array's objects
+        '{"a": "x\\":", "a": 1}',  # a key-colon inside a string, and a duplicate
+        '{"n": 123456789012345678901234}',  # beyond 64 bits: orjson reads it as a float
+        '{"n": 9007199254740992}',  # 2**53
+        '[-9007199254740992]',
+        "9007199254740993",  # a bare unsafe integer at the top
+        "[" * 65 + "]" * 65,  # one level past MAX_DEPTH, no text between
+        '{"x": NaN}',
+        '{"x": 1e400}',
+        '"\\ud800"',
+    ],
+)
+def test_fast_path_refuses_what_the_slow_parser_refuses(text: str) -> None:
+    refuse(text)
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ('{"s": "a\\": b", "t": ": c"}', {"s": 'a": b', "t": ": c"}),  # key-like text inside strings
+        ('{"x": 1.5, "y": -0.0}', {"x": 1.5, "y": -0.0}),  # floats (the slow parser reads them)
+        ("[" * 64 + "]" * 64, _nest(64)),  # exactly MAX_DEPTH
+        ('{"commands": [{"run_id": "r", "command": {"sleep_ms": 1000}}]}',
+         {"commands": [{"run_id": "r", "command": {"sleep_ms": 1000}}]}),
+        ("  42 ", 42),
+        ('{"a" :1 , "b":\n 2}', {"a": 1, "b": 2}),
+    ],
+)
+def test_fast_path_reads_what_the_slow_parser_reads(text: str, value: object) -> None:
+    assert loads_strict(text) == value
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers(-(2**60), 2**60) | st.text(max_size=8),
+                    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=4), kids, max_size=4),
+                    max_leaves=20),
+       st.sampled_from(["", " ", "\n "]))
+@settings(max_examples=300, deadline=None)
+def test_fast_and_slow_agree_on_json_the_server_may_receive(value: object, space: str) -> None:
+    """Any document, and the same one with a key repeated: both parsers give the same value or refuse."""
+    text = json.dumps(value, separators=("," + space, ":" + space))
+    safe = json.loads(text)  # what a reader that takes everything sees
+    try:
+        got = loads_strict(text)
+    except StrictJSONError:
+        assert _has_unsafe_int(safe)
+    else:
+        assert got == safe and not _has_unsafe_int(safe)
+    if isinstance(value, dict) and value:
+        key = next(iter(value))
+        doubled = "{" + json.dumps(key) + ":" + space + "0," + space + text[1:]
+        refuse(doubled)
+
+
+def _has_unsafe_int(value: object) -> bool:
+    if isinstance(value, dict):
+        return any(_has_unsafe_int(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_unsafe_int(v) for v in value)
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SAFE_INTEGER

@@ -67,15 +67,18 @@ class AsyncWsAgentClient(AsyncAgentClient):
     ``url`` (default: derived from ``http.base_url``). Use it as ``async with``; ``timeout`` (default: the
     httpx read timeout) bounds each request's answer, after which the connection counts as lost.
     ``socket_wrapper`` wraps each new trio-websocket connection (an object with ``send_message``,
-    ``get_message`` and ``aclose``): for tests and instrumentation.
+    ``get_message`` and ``aclose``): for tests and instrumentation. ``frames`` is what ``initialize`` asks for:
+    ``"batched"`` (the default: what the server sends at once, a reply and the envelopes it set off, arrives in one
+    frame) or ``"single"`` (one message per frame).
     """
 
     websocket = True
 
     def __init__(self, http: httpx.AsyncClient, *, retry: RetryPolicy | None = None, owns_http: bool = False,
                  url: str | None = None, timeout: float | None = None,
-                 socket_wrapper: Callable[[Any], Any] | None = None) -> None:
+                 socket_wrapper: Callable[[Any], Any] | None = None, frames: str = "batched") -> None:
         super().__init__(http, retry=retry, owns_http=owns_http)
+        self.frames = frames
         self.ws_url = url or ws_url(http.base_url)
         self._timeout = timeout or http.timeout.read or 10.0
         self.socket_wrapper = socket_wrapper
@@ -107,7 +110,8 @@ class AsyncWsAgentClient(AsyncAgentClient):
         """The connection's tasks in a nursery for the duration of the ``async with`` block. An exception of the
         block propagates as itself (not wrapped in an exception group): it is held until the nursery, which
         only holds the connection's own tasks, has closed."""
-        conn = Connection(self.ws_url, retry=self.retry, timeout=self._timeout, socket_wrapper=self.socket_wrapper)
+        conn = Connection(self.ws_url, retry=self.retry, timeout=self._timeout, socket_wrapper=self.socket_wrapper,
+                          frames=self.frames)
         error: BaseException | None = None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(conn.supervise)

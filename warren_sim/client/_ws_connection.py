@@ -139,8 +139,9 @@ class Connection:
     """The WebSocket: requests and their answers, pushes routed to held agents, heartbeats, reconnects."""
 
     def __init__(self, url: str, *, retry: RetryPolicy, timeout: float,
-                 socket_wrapper: Callable[[Any], Any] | None) -> None:
+                 socket_wrapper: Callable[[Any], Any] | None, frames: str = "batched") -> None:
         self.url, self.retry, self.timeout = url, retry, timeout
+        self.frames = frames
         self.socket_wrapper = socket_wrapper
         self.held: dict[tuple[str, str], Held] = {}
         self.connections = 0  # sockets that completed the handshake (1 + reconnects)
@@ -293,7 +294,9 @@ class Connection:
         return live
 
     async def _handshake(self, socket: Any) -> None:
-        init = await self._request(socket, "initialize", {"protocol": PROTOCOL_VERSION})
+        # batched frames: what the server sends at once (the reply to a submit and the envelopes it set off, several
+        # notifications) arrives as one JSON array frame, one read and one parse instead of several
+        init = await self._request(socket, "initialize", {"protocol": PROTOCOL_VERSION, "frames": self.frames})
         if not isinstance(init, dict) or init.get("protocol") != PROTOCOL_VERSION:
             raise ProtocolError(f"WS {self.url}: initialize answered {init!r}; expected protocol "
                                 f"{PROTOCOL_VERSION!r}")
@@ -365,6 +368,10 @@ class Connection:
             message = loads_strict(raw)
         except StrictJSONError as exc:
             raise ProtocolError(f"WS {self.url}: a frame is not acceptable JSON: {exc}") from None
+        for one in message if isinstance(message, list) and message else [message]:  # a batched frame: in order
+            await self._dispatch_one(socket, one, raw)
+
+    async def _dispatch_one(self, socket: Any, message: Any, raw: str | bytes) -> None:
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             raise ProtocolError(f"WS {self.url}: a frame is not a JSON-RPC 2.0 message: {str(raw)[:200]}")
         method, rid = message.get("method"), message.get("id")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
+import orjson
+
 #: Records the runtime (server or headless loop) writes; every other kind comes from the engine. Replay and a
 #: restarted server's rebuild skip them (warren_sim.replay, warren_sim.runtime.restore).
 RUNTIME_KINDS = frozenset({"config", "status", "claim", "release", "verdict", "closed", "crash", "invalid",
@@ -19,7 +21,42 @@ def with_cursor(cursor: int, record: dict[str, Any]) -> dict[str, Any]:
     return {"cursor": cursor, **record}
 
 
+# orjson writes exactly what json.dumps writes for these records except for floats below 1e-4 or from 1e16 up
+# (json.dumps writes "1e-05" and "1e+16", orjson "0.00001" and "1e16") and NaN/Infinity (orjson writes null):
+# a record holding such a float (``_orjson_safe``) is written by json.dumps, and so is what orjson refuses
+# (non-str keys, integers beyond 64 bits, lone surrogates, subclasses of builtins). tests/test_records_dumps.py
+# checks the two agree on any float, string and record; tests/test_trace_digests.py that every bundled
+# scenario's trace is byte-identical.
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
 def dumps_record(record: dict[str, Any]) -> str:
+    """One record as one line of JSON: compact, keys in insertion order, non-ASCII kept (UTF-8).
+
+    The bytes are json.dumps's (``ensure_ascii=False``, compact separators); orjson writes them ~10x faster
+    where it writes the same (see ``_orjson_safe``), and json.dumps writes the rest.
+    """
+    if _orjson_safe(record):
+        try:
+            return orjson.dumps(record, option=_ORJSON_OPTIONS).decode()
+        except TypeError:
+            pass
+    return _dumps_json(record)
+
+
+def _orjson_safe(value: Any) -> bool:
+    """No float in ``value`` that orjson writes differently from json.dumps (zero, or 1e-4 <= |x| < 1e16)."""
+    for v in value.values() if type(value) is dict else value:
+        t = type(v)
+        if t is float:
+            if not (v == 0.0 or 1e-4 <= abs(v) < 1e16):  # NaN and the infinities fail both
+                return False
+        elif (t is dict or t is list or t is tuple) and not _orjson_safe(v):
+            return False
+    return True
+
+
+def _dumps_json(record: dict[str, Any]) -> str:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 

@@ -15,7 +15,7 @@ and ``data`` carries ``{"status", "detail"}`` — one table of meanings for both
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import orjson
@@ -93,10 +93,36 @@ class Subscription:
     listener: Any = None  # in agent.listeners while subscribed: notes the wake for the connection's sender
 
 
+class Peer(Protocol):
+    """The connection's other end, as the session needs it: Quart's ``websocket`` (:class:`QuartPeer`) or the
+    raw ASGI lane's (:mod:`.ws_lane`)."""
+
+    async def receive(self) -> str | bytes | None:
+        """The next message; None once the peer has gone."""
+
+    async def send(self, text: str) -> None: ...
+
+    async def close(self, code: int, reason: str) -> None: ...
+
+
+class QuartPeer:
+    """Quart's ``websocket`` context object as a :class:`Peer`."""
+
+    async def receive(self) -> str | bytes | None:
+        return await websocket.receive()  # a disconnect cancels the handler (Quart-Trio)
+
+    async def send(self, text: str) -> None:
+        await websocket.send(text)
+
+    async def close(self, code: int, reason: str) -> None:
+        await websocket.close(code, reason)
+
+
 class AgentSession:
     """One WebSocket connection: its subscriptions, its heartbeat, its sender."""
 
-    def __init__(self, manager: RunManager, heartbeat_s: float) -> None:
+    def __init__(self, manager: RunManager, heartbeat_s: float, peer: Peer | None = None) -> None:
+        self.peer: Peer = peer if peer is not None else QuartPeer()
         self.manager = manager
         self.heartbeat_s = heartbeat_s
         self.subs: dict[tuple[str, str], Subscription] = {}
@@ -114,10 +140,19 @@ class AgentSession:
         self._to_write: dict[str, Run] = {}
         self.accepted_in: dict[str, Run | StoredRun] = {}  # runs whose journals took an accept for this reply
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
+        """One frame: a message, or (batched frames) an array of them."""
         # orjson: the frames are plain JSON types; 5-10x cheaper than json.dumps for a batch of envelopes
-        async with self.send_lock:
-            await websocket.send(orjson.dumps(message).decode())
+        text = orjson.dumps(message).decode()
+        lock = self.send_lock
+        try:  # a free lock taken without trio's scheduling round (acquire() always yields once)
+            lock.acquire_nowait()
+        except trio.WouldBlock:
+            await lock.acquire()
+        try:
+            await self.peer.send(text)
+        finally:
+            lock.release()
 
     async def serve(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -126,7 +161,9 @@ class AgentSession:
             nursery.start_soon(self._heartbeat)
             try:
                 while True:
-                    raw = await websocket.receive()
+                    raw = await self.peer.receive()
+                    if raw is None:
+                        return  # the peer went away
                     self.last_heard = trio.current_time()
                     reply = self.handle(raw)
                     if self.accepted_in:  # --fsync: on disk before the receipt leaves (one fsync per tick)
@@ -366,19 +403,8 @@ class AgentSession:
                 sub.last_seq = env.seq
                 first_run = first_run or run.run_id
                 envelopes.append({"agent_id": ra.agent_id, "seq": env.seq, "envelope": env.shaped(sub.parts)})
-            for cid, sent in list(sub.outcomes.items()):
-                # Compare the engine's outcome first: building a receipt for every tracked command on
-                # every wake was a third of the server's CPU per decision (bench/out/ws_profile_server.txt).
-                oid = ra.observation_of_command.get(cid)
-                if oid is not None and run.sim.outcome_of(oid)[0] == sent:
-                    continue
-                receipt = run.receipt(ra, cid)
-                if receipt.outcome != sent:
-                    sub.outcomes[cid] = receipt.outcome
-                    outcomes.append({"run_id": run.run_id, "agent_id": ra.agent_id, "seq": sub.last_seq,
-                                     "receipt": converter.unstructure(receipt)})
-                if receipt.outcome in ("rejected", "completed", "interrupted"):
-                    del sub.outcomes[cid]
+            if sub.outcomes:
+                self._outcomes_changed(sub, outcomes)
             if run.is_ended and not sub.ended_sent:
                 sub.ended_sent = True
                 statuses.append(_note("run.status", {"run_id": run.run_id, "agent_id": ra.agent_id,
@@ -401,31 +427,80 @@ class AgentSession:
             out.append(_note("outcomes", {"outcomes": outcomes}))
         out += statuses
         if self.batched_frames and len(out) > 1:
-            async with self.send_lock:
-                await websocket.send(orjson.dumps(out).decode())
+            await self.send(out)
         else:
             for message in out:
                 await self.send(message)
+
+    @staticmethod
+    def _outcomes_changed(sub: Subscription, outcomes: list[dict[str, Any]]) -> None:
+        """Add to ``outcomes`` the tracked commands of ``sub`` whose outcome changed since it was sent, and stop
+        tracking those whose outcome is final.
+
+        Final: ``rejected``, ``completed``, ``interrupted``, and ``accepted`` once no lane of the agent holds an
+        action of that command (a sleep, a noop, an instant tool: nothing will change it). Without that last
+        case every sleep stayed tracked for the rest of the run and each wake walked them all: O(decisions so
+        far) per batch, most of a one-agent echo run's server time (bench/results/r4-perf-wire.md).
+        """
+        run, ra = sub.run, sub.agent
+        sim = run.sim
+        for cid, sent in list(sub.outcomes.items()):
+            # Compare the engine's outcome first: building a receipt for every tracked command on
+            # every wake was a third of the server's CPU per decision (bench/out/ws_profile_server.txt).
+            oid = ra.observation_of_command.get(cid)
+            now = sim.outcome_of(oid)[0] if oid is not None else None
+            if now is None or now != sent:
+                wire = _receipt_wire(run, ra, cid, oid)
+                now = wire["outcome"]
+                if now != sent:
+                    sub.outcomes[cid] = now
+                    outcomes.append({"run_id": run.run_id, "agent_id": ra.agent_id, "seq": sub.last_seq,
+                                     "receipt": wire})
+            if now in ("rejected", "completed", "interrupted") or (now == "accepted" and oid is not None
+                                                                    and not _holds(sim, ra.agent_id, oid)):
+                del sub.outcomes[cid]
 
     async def _heartbeat(self) -> None:
         """Ping the peer every interval; drop it after three intervals of silence (leases live on)."""
         while True:
             await trio.sleep(self.heartbeat_s)
             if trio.current_time() - self.last_heard > 3 * self.heartbeat_s:
-                await websocket.close(1001, "no message for three heartbeat intervals")
-                raise _Dropped()
+                await self.peer.close(1001, "no message for three heartbeat intervals")
+                raise Dropped()
             self.server_ping += 1
             await self.send({"jsonrpc": "2.0", "id": f"s-{self.server_ping}", "method": "ping",
                              "params": {"origin_ns": _clock_ns()}})
 
 
-class _Dropped(Exception):
-    """The peer fell silent; ends the session."""
-
-
 def _clock_ns() -> int:
     """The server's clock sample for heartbeats: the trio clock (warped under --rate), in ns."""
     return int(trio.current_time() * 1e9)
+
+
+def _receipt_wire(run: Run | StoredRun, ra: RemoteAgent, command_id: str, observation_id: str | None) -> dict[str, Any]:
+    """The receipt of a tracked command as the wire has it (``converter.unstructure(run.receipt(...))``).
+
+    An accepted command with no conflict (nearly all of them) is written straight from its verdict and the
+    engine's outcome: building the receipt (``attrs.evolve`` and its validators) and unstructuring it was a
+    tenth of the server's CPU per decision at 64 agents (bench/results/r4-perf-wire.md);
+    tests/test_protocol_transports.py checks the two agree.
+    """
+    original = ra.ledger.accepted.get(command_id)
+    if original is not None and observation_id is not None and run.sim.conflict_of(observation_id) is None:
+        outcome, reason = run.sim.outcome_of(observation_id)
+        return {"command_id": original.command_id, "observation_id": original.observation_id,
+                "status": original.status, "detail": original.detail, "outcome": outcome,
+                "outcome_reason": reason, "conflict": None}
+    return converter.unstructure(run.receipt(ra, command_id))
+
+
+def _holds(sim: Any, agent_id: str, observation_id: str) -> bool:
+    """Whether a lane of the agent holds the action of the command that answered ``observation_id`` (a
+    durative action under way, whose outcome will still change to completed or interrupted)."""
+    agent = sim.world.agents.get(agent_id)
+    if agent is None:
+        return False
+    return any(a is not None and a.observation_id == observation_id for a in agent.lanes.values())
 
 
 def _unlisten(sub: Subscription) -> None:
@@ -460,19 +535,32 @@ METHODS = {
 }
 
 
+def refused_protocol(headers: Any) -> str | None:
+    """Why a connection's ``X-Warren-Protocol`` is refused (closed with 1002 before the handshake), or None."""
+    sent = headers.get(PROTOCOL_HEADER)
+    if sent is not None and sent.strip() != PROTOCOL_VERSION:
+        return f"this server speaks {PROTOCOL_VERSION}, not {sent}"
+    return None
+
+
+class Dropped(Exception):
+    """The peer fell silent; ends the session (the heartbeat closed the connection with 1001)."""
+
+
 def register(app: WarrenApp) -> None:
-    """Add ``WS /v1/agent`` to ``app``."""
+    """Add ``WS /v1/agent`` to ``app`` (served by the raw ASGI lane, :mod:`.ws_lane`, when installed; this route
+    is the same session behind Quart's websocket object, and keeps the rule in the app's URL map)."""
     state = app.warren
 
     @app.websocket("/v1/agent")
     async def agent_socket() -> None:
-        sent = websocket.headers.get(PROTOCOL_HEADER)
-        if sent is not None and sent.strip() != PROTOCOL_VERSION:
-            await websocket.close(1002, f"this server speaks {PROTOCOL_VERSION}, not {sent}")
+        refused = refused_protocol(websocket.headers)
+        if refused is not None:
+            await websocket.close(1002, refused)
             return
         await websocket.accept(headers={PROTOCOL_HEADER: PROTOCOL_VERSION})
         session = AgentSession(state.runs(), state.config.heartbeat_s)
         try:
             await session.serve()
-        except _Dropped:
-            return
+        except* Dropped:  # raised in the session's nursery: the heartbeat closed the connection (1001)
+            pass

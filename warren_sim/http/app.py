@@ -25,6 +25,7 @@ from .scenario_routes import register_scenario_routes
 from .state import AppState, WarrenApp
 from .stream_routes import register_stream_routes
 from .viewer_routes import register_viewer_routes
+from .ws_lane import ws_lane
 
 __all__ = ["create_app"]
 
@@ -44,4 +45,5 @@ def create_app(config: ServerConfig | None = None) -> WarrenApp:
     register_run_routes(app)  # /v1/runs, /v1/runs/<run>, .../start, .../journal
     register_agent_routes(app)  # /v1/runs/<run>/agents/<agent>/...
     register_viewer_routes(app)  # GET /, /runs/<run>, /runs/<run>/observations/<id>: the viewer
+    app.asgi_app = ws_lane(app, app.asgi_app)  # type: ignore[method-assign]  # WS /v1/agent as raw ASGI
     return app

@@ -33,6 +33,10 @@ reports the stream closed, which happens in the same breath. Both were found by
    spectator reconnecting on an unpaced run) made the handler's next write raise ``trio.BusyResourceError``,
    logged as a traceback through ``stream_routes.py``. The fix makes the close take the send lock: one writer
    per connection (``tests/test_stream_one_sender.py`` reproduces the collision on a real server).
+5. Cost, not correctness: each frame written paid a scheduling round for the free send lock, a cancel scope
+   (fix 3's bound) and two checkpoints in trio's ``send_all``. A frame is now written straight into the
+   socket when its buffer has room (it cannot block, so it needs no bound), still under the send lock; only
+   what the socket does not take goes through fix 3's bounded ``send_all``.
 
 Applied by :func:`warren_sim.http.server.start_server`; idempotent. Recheck on any Hypercorn upgrade.
 """
@@ -87,21 +91,56 @@ async def _protocol_send(self: Any, event: Any) -> None:
                     await self._close()
         await self.protocol.handle(Closed())
     elif isinstance(event, RawData):
-        async with self.send_lock:
-            stuck = False
-            try:
-                with trio.CancelScope(shield=True) as scope:  # shielded, as Hypercorn does, but bounded
-                    scope.deadline = trio.current_time() + _send_timeout[0]
-                    await self.stream.send_all(event.data)
-                stuck = scope.cancelled_caught
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                stuck = True
-            if stuck:  # the peer does not read (or is gone): abort the connection
-                with trio.CancelScope(shield=True):
-                    await trio.aclose_forcefully(self.stream)
-                await self.protocol.handle(Closed())
+        lock = self.send_lock
+        try:  # fix 5: no scheduling round to take a free lock (trio's acquire() always yields once)
+            lock.acquire_nowait()
+        except trio.WouldBlock:
+            await lock.acquire()
+        try:
+            data = event.data
+            sent = _send_now(self.stream, data)
+            if sent < len(data):  # the socket's buffer is full (or it failed): the bounded, blocking write
+                await _send_bounded(self, memoryview(data)[sent:])
+        finally:
+            lock.release()
     else:
         await _original_protocol_send(self, event)
+
+
+def _send_now(stream: Any, data: bytes) -> int:
+    """Fix 5: write what the socket takes at once, without a cancel scope or a scheduling round: the bytes sent
+    (0 when the socket would block, is not a plain TCP socket, or failed: the bounded path then deals with it).
+
+    A non-blocking write into a socket buffer with room cannot hang, so it needs no timeout; trio's
+    ``send_all`` paid a cancel scope (fix 3's bound) and two checkpoints for every frame, about a quarter
+    of the server's time per frame at one agent (bench/results/r4-perf-wire.md). Only a plain
+    ``trio.SocketStream`` is written this way (its ``socket._sock`` is the stdlib socket, non-blocking);
+    the caller holds the connection's send lock, so this is the only writer.
+    """
+    sock = getattr(getattr(stream, "socket", None), "_sock", None)
+    if sock is None or stream.socket.did_shutdown_SHUT_WR or not data:
+        return 0
+    try:
+        return int(sock.send(data))
+    except OSError:  # BlockingIOError (full buffer) and a dead peer alike: the bounded path decides
+        return 0
+
+
+async def _send_bounded(self: Any, data: memoryview) -> None:
+    """Fix 3: ``send_all`` shielded as Hypercorn does, but bounded by ``send_timeout``; a peer that does not
+    read (or is gone) gets its connection aborted."""
+    stuck = False
+    try:
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + _send_timeout[0]
+            await self.stream.send_all(data)
+        stuck = scope.cancelled_caught
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        stuck = True
+    if stuck:
+        with trio.CancelScope(shield=True):
+            await trio.aclose_forcefully(self.stream)
+        await self.protocol.handle(Closed())
 
 
 def apply(send_timeout: float = 10.0) -> None:

@@ -23,7 +23,8 @@ import attrs
 import trio
 
 from ..protocol.models import TERMINAL_RUN_STATUSES, ControlledAgents, RoleSelector, RunCreate
-from ..scenarios import ScenarioError, instantiate, list_scenarios, load_scenario
+from ..scenarios import LoadedScenario, ScenarioError, instantiate, list_scenarios, load_scenario
+from ..scenarios.loader import find_scenario
 from .clock import WallMap
 from .errors import RunError
 from .journal import Journal
@@ -56,6 +57,16 @@ class ServerConfig:
     send_timeout_s: float = 10.0  # a spectator that takes no frame for this long is cut (its slot freed)
     # Called with one line per run lifecycle change (created, started, ended with status); warren serve prints it.
     on_event: Callable[[str], None] | None = None
+
+
+LOADED_KEPT = 16  # scenarios (name and parameters) kept loaded by a manager
+
+
+def _mtime_ns(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return -1
 
 
 def _last_journaled_run(data_dir: Path | None) -> int:
@@ -91,6 +102,7 @@ class RunManager:
         self.draining = trio.Event()
         self._rebuilt: OrderedDict[str, Run] = OrderedDict()
         self.restore_errors: list[str] = []
+        self._loaded: OrderedDict[tuple[Any, ...], LoadedScenario] = OrderedDict()  # see _load
 
     # -- restart ---------------------------------------------------------------------------------------
     def restore(self) -> None:
@@ -181,7 +193,7 @@ class RunManager:
                            "serve --max-runs); cancel one you no longer need (DELETE /v1/runs/{run_id}) or wait "
                            "for one to end, then retry", retry_after=10)
         try:
-            loaded = load_scenario(scenario, dict(body.params))
+            loaded = self._load(scenario, dict(body.params))
         except ScenarioError as exc:
             raise RunError(400, str(exc)) from None
         if len(loaded.spec.agents) > self.config.max_agents:
@@ -207,6 +219,27 @@ class RunManager:
                                  f"{_shown(controlled) or 'none'}, npc_policy {body.npc_policy}")
             self.nursery.start_soon(self._report_lifecycle, run, self.config.on_event)
         return run
+
+    def _load(self, scenario: str, params: dict[str, Any]) -> LoadedScenario:
+        """``load_scenario``, kept for the next run of the same scenario and parameters.
+
+        Loading parses the TOML, runs ``expand.py`` and validates the spec: 2-5 ms a run, a fifth of the
+        server's time when short runs follow each other (bench/results/r4-perf-wire.md). The spec is frozen
+        and every run builds its own world from it, so runs can share it. Keyed by the files' modification
+        times too: a scenario edited while the server runs is loaded again.
+        """
+        directory = find_scenario(scenario)
+        stamp = tuple(_mtime_ns(directory / f) for f in ("scenario.toml", "expand.py", "solution.py"))
+        key = (str(directory), repr(sorted(params.items())), stamp)
+        loaded = self._loaded.get(key)
+        if loaded is None:
+            loaded = load_scenario(scenario, params)
+            self._loaded[key] = loaded
+            if len(self._loaded) > LOADED_KEPT:
+                self._loaded.popitem(last=False)
+        else:
+            self._loaded.move_to_end(key)
+        return loaded
 
     @staticmethod
     def _controlled(scenario: str, agents: Sequence[Any], chosen: ControlledAgents) -> list[str]:

@@ -430,7 +430,12 @@ class Run:
         self._poke_batch()
 
     def save_leases(self) -> None:
-        """Write the digests of the held leases to the sidecar file, atomically and readable by the owner only."""
+        """Write the digests of the held leases to the sidecar file, atomically and readable by the owner only.
+
+        As durable as the journal it sits next to: on the OS's side before the claim's reply leaves (a killed
+        server finds it), fsynced too only under ``--fsync`` (a lost machine). An fsync per claim was most of
+        a claim's cost, and of short runs' (bench/results/r4-perf-wire.md).
+        """
         if self.lease_file is None:
             return
         held = {aid: ra.lease.token_digest for aid, ra in self.remote.items() if ra.lease is not None}
@@ -439,7 +444,8 @@ class Run:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump({"run_id": self.run_id, "sha256": held}, f)
             f.flush()
-            os.fsync(f.fileno())
+            if self.journal.fsync:
+                os.fsync(f.fileno())
         os.chmod(tmp, 0o600)
         os.replace(tmp, self.lease_file)
 
