@@ -23,6 +23,7 @@ cheapest path the protocol's server offers (``--next-wait``); the two-request fi
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any
 
@@ -44,20 +45,26 @@ KS = (1, 16, 64)
 # K = 64 is also played on bench/scenarios/warren_trips (each forager makes LONG_SEEDS trips, ~4 decisions each):
 # warren's own episodes are ~5 decisions per agent, so each agent's first poll and final 410 weigh on every run
 LONG_SEEDS = 16
+# ... and on bench/scenarios/echo (the JUDGED rows, issue 14): every agent in every batch, ECHO_STEPS batches a
+# run (a run outlasts the window: claims and the final 410s are not what is measured), each step a trivial answer
+ECHO_STEPS = 128
 SCENARIOS = ("--scenarios", str(REPO / "bench" / "scenarios"))
 TARGET_K = 64
 TARGET_EFFICIENCY = 0.8
 
 
-def trivial_server() -> ServerProcess:
-    return ServerProcess([sys.executable, "-m", "bench.trivial_app", "--port", "0"], name="trivial")
+def trivial_server(raw: bool = False) -> ServerProcess:
+    """The ceiling; ``raw``: the informational second floor (``/trivial`` straight from ASGI, bench/trivial_app.py)."""
+    return ServerProcess([sys.executable, "-m", "bench.trivial_app", "--port", "0", *(["--raw"] if raw else [])],
+                         name="trivial-raw" if raw else "trivial")
 
 
-def http_agents(url: str, pid: int, k: int, duration: float, next_wait: bool = False, seeds: int = 0
-                ) -> dict[str, Any]:
+def http_agents(url: str, pid: int, k: int, duration: float, next_wait: bool = False, seeds: int = 0,
+                echo_steps: int = 0) -> dict[str, Any]:
     return loadgen("http-agents", "--url", url, "--agents", str(k), "--duration", f"{duration:g}",
                    "--server-pid", str(pid), *(["--next-wait"] if next_wait else []),
-                   *(["--seeds", str(seeds)] if seeds else []), timeout=duration + 120)
+                   *(["--seeds", str(seeds)] if seeds else []),
+                   *(["--scenario", "echo", "--steps", str(echo_steps)] if echo_steps else []), timeout=duration + 120)
 
 
 def ceiling(url: str, pid: int, k: int, duration: float) -> dict[str, Any]:
@@ -66,35 +73,57 @@ def ceiling(url: str, pid: int, k: int, duration: float) -> dict[str, Any]:
 
 
 MODES = (("2 requests", False), ("1 request (?wait=)", True))
+# what a row plays: (scenario, seeds, echo steps)
+WARREN, TRIPS, ECHO = ("warren", 0, 0), ("warren_trips", LONG_SEEDS, 0), ("echo", 0, ECHO_STEPS)
 
 
 def _row(rs: list[dict[str, Any]], key: str) -> dict[str, Any]:
     return summary(r[key] for r in rs)
 
 
+def _plays(k: int, quick: bool) -> list[tuple[bool, tuple[str, int, int]]]:
+    """The rows of one K: warren both ways; at TARGET_K also echo (judged) and warren_trips (not in --quick,
+    a smoke test: tests/test_bench_quick.py)."""
+    scenarios = [WARREN] + ([ECHO] + ([] if quick else [TRIPS]) if k == TARGET_K else [])
+    return [(nw, sc) for sc in scenarios for _, nw in MODES]
+
+
+def _label(nw: bool, sc: tuple[str, int, int]) -> str:
+    base = dict((v, lab) for lab, v in MODES)[nw]
+    if sc == TRIPS:
+        return f"{base}, {LONG_SEEDS} trips"
+    if sc == ECHO:
+        return f"{base}, echo"
+    return base
+
+
 def run(opts: Options) -> dict[str, Any]:
     duration = opts.secs(10.0, 2.0)
     reps = opts.reps(3)
-    raw: dict[tuple[int, bool, int], list[dict[str, Any]]] = {}
-    with warren_serve(*SCENARIOS) as warren, trivial_server() as trivial:
+    raw: dict[tuple[int, bool, tuple[str, int, int]], list[dict[str, Any]]] = {}
+    floors: list[dict[str, Any]] = []  # (informational) the raw-ASGI floor at TARGET_K, next to the judged ceiling
+    with warren_serve(*SCENARIOS) as warren, trivial_server() as trivial, \
+            (trivial_server(raw=True) if not opts.quick else contextlib.nullcontext()) as trivial_raw:
         for _ in range(reps):
             for k in KS:  # side by side: the protocol (both ways), then the ceiling, under the same noise
-                long_too = k == TARGET_K and not opts.quick  # --quick is a smoke test (tests/test_bench_quick.py)
-                plays = [(nw, 0) for _, nw in MODES] + ([(nw, LONG_SEEDS) for _, nw in MODES] if long_too else [])
-                runs = {(nw, seeds): http_agents(warren.url, warren.pid, k, duration, nw, seeds) for nw, seeds in plays}
+                runs = {(nw, sc): http_agents(warren.url, warren.pid, k, duration, nw, sc[1], sc[2])
+                        for nw, sc in _plays(k, opts.quick)}
                 c = ceiling(trivial.url, trivial.pid, k, duration)
-                for (nw, seeds), a in runs.items():
+                if k == TARGET_K and trivial_raw is not None:
+                    floors.append({"ceiling": c, "raw": ceiling(trivial_raw.url, trivial_raw.pid, k, duration),
+                                   "echo_wait": runs[(True, ECHO)]})
+                for (nw, sc), a in runs.items():
                     ceiling_rps = c["requests_per_s"]
-                    raw.setdefault((k, nw, seeds), []).append({
+                    raw.setdefault((k, nw, sc), []).append({
                         "agents": a, "ceiling": c, "efficiency": 2 * a["decisions_per_s"] / ceiling_rps,
                         "request_ratio": a["decisions_per_s"] * (a["requests_per_decision"] or 0) / ceiling_rps,
                         "requests_per_decision": a["requests_per_decision"] or 0.0})
     results: list[dict[str, Any]] = []
     rows: list[list[str]] = []
-    for (k, nw, seeds), rs in raw.items():
-        label = dict((v, lab) for lab, v in MODES)[nw] + (f", {seeds} trips" if seeds else "")
+    for (k, nw, sc), rs in raw.items():
         res: dict[str, Any] = {
-            "agents": k, "next_wait": nw, "seeds": seeds, "duration_s": duration, "repeats": reps,
+            "agents": k, "next_wait": nw, "scenario": sc[0], "seeds": sc[1], "steps": sc[2] or None,
+            "duration_s": duration, "repeats": reps,
             "decisions_per_s": summary(r["agents"]["decisions_per_s"] for r in rs),
             "requests_per_decision": _row(rs, "requests_per_decision"),
             "latency_p50_ms": summary(r["agents"]["latency_ms"]["p50"] for r in rs),
@@ -107,7 +136,8 @@ def run(opts: Options) -> dict[str, Any]:
             "runs": [r["agents"] for r in rs], "ceilings": [r["ceiling"] for r in rs],
         }
         results.append(res)
-        rows.append([str(k), label, fmt_stat(res["decisions_per_s"]), fmt_stat(res["requests_per_decision"], 2),
+        rows.append([str(k), _label(nw, sc), fmt_stat(res["decisions_per_s"]),
+                     fmt_stat(res["requests_per_decision"], 2),
                      fmt_stat(res["latency_p50_ms"], 1), fmt_stat(res["latency_p99_ms"], 1),
                      fmt_stat(res["server_cpu_us_per_decision"]), fmt_stat(res["ceiling_requests_per_s"]),
                      fmt_stat(res["request_ratio"], 2), fmt_stat(res["efficiency"], 2)])
@@ -116,28 +146,63 @@ def run(opts: Options) -> dict[str, Any]:
                 ["K", "requests", "decisions/s", "req/decision", "p50 ms", "p99 ms", "server us/decision",
                  "ceiling req/s", "req/s / ceiling", "efficiency"], rows,
                 note="efficiency = 2 x decisions/s / ceiling req/s; with ?wait= a decision is one request, so "
-                     "efficiency > 1 means fewer requests, not cheaper ones: req/s / ceiling compares requests")
-    at = {(r["next_wait"], r["seeds"]): r for r in results if r["agents"] == TARGET_K}
-    targets = [target(f"HTTP efficiency at K={TARGET_K}, one request per decision (?wait=)",
-                      at[(True, 0)]["efficiency"]["median"], ">=", TARGET_EFFICIENCY),
-               target(f"HTTP efficiency at K={TARGET_K}, the seed's two requests per decision",
-                      at[(False, 0)]["efficiency"]["median"], ">=", TARGET_EFFICIENCY)]
-    if (True, LONG_SEEDS) in at:
+                     "efficiency > 1 means fewer requests, not cheaper ones: req/s / ceiling compares requests. "
+                     "Judged (issue 14): echo, ?wait=, K=64; the other rows are reported with their own ratios")
+    at = {(r["next_wait"], r["scenario"]): r for r in results if r["agents"] == TARGET_K}
+
+    def eff(nw: bool, sc: tuple[str, int, int]) -> float:
+        return float(at[(nw, sc[0])]["efficiency"]["median"])
+
+    targets = [target(f"HTTP efficiency at K={TARGET_K}, echo, one request per decision (?wait=) [judged]",
+                      eff(True, ECHO), ">=", TARGET_EFFICIENCY),
+               target(f"HTTP efficiency at K={TARGET_K}, echo, the seed's two requests per decision",
+                      eff(False, ECHO), ">=", TARGET_EFFICIENCY),
+               target(f"HTTP efficiency at K={TARGET_K}, warren, one request per decision (?wait=)",
+                      eff(True, WARREN), ">=", TARGET_EFFICIENCY),
+               target(f"HTTP efficiency at K={TARGET_K}, warren, the seed's two requests per decision",
+                      eff(False, WARREN), ">=", TARGET_EFFICIENCY)]
+    if (True, TRIPS[0]) in at:
         targets.append(target(f"HTTP efficiency at K={TARGET_K}, ?wait=, episodes of {LONG_SEEDS} trips (warren_trips)",
-                              at[(True, LONG_SEEDS)]["efficiency"]["median"], ">=", TARGET_EFFICIENCY))
+                              eff(True, TRIPS), ">=", TARGET_EFFICIENCY))
     targets_table(targets)
     out: dict[str, Any] = {"results": results, "targets": targets}
+    if floors:
+        out["floors"] = _floors(floors, reps, duration)
     if opts.profile:
         out["profile"] = profile_server(opts, TARGET_K, duration)
     return out
+
+
+def _floors(floors: list[dict[str, Any]], reps: int, duration: float) -> dict[str, Any]:
+    """Informational: the judged ceiling (bare Quart-Trio) next to the raw-ASGI floor (bench/trivial_app.py --raw), and
+    the judged row's efficiency against each: the raw floor is what a request costs when it skips Quart entirely."""
+    res: dict[str, Any] = {
+        "ceiling_requests_per_s": summary(f["ceiling"]["requests_per_s"] for f in floors),
+        "ceiling_server_cpu_us_per_request": summary(f["ceiling"]["server_cpu_us_per_request"] or 0 for f in floors),
+        "raw_requests_per_s": summary(f["raw"]["requests_per_s"] for f in floors),
+        "raw_server_cpu_us_per_request": summary(f["raw"]["server_cpu_us_per_request"] or 0 for f in floors),
+        "echo_wait_efficiency_vs_raw": summary(2 * f["echo_wait"]["decisions_per_s"] / f["raw"]["requests_per_s"]
+                                               for f in floors),
+        "runs": floors,
+    }
+    print_table(f"protocol: the two floors at K={TARGET_K}, informational ({reps} x {duration:g} s; median (min-max))",
+                ["floor", "req/s", "server us/request", "echo ?wait= efficiency against it"],
+                [["bare Quart-Trio GET+POST (the judged ceiling)", fmt_stat(res["ceiling_requests_per_s"]),
+                  fmt_stat(res["ceiling_server_cpu_us_per_request"]),
+                  fmt_stat(summary(2 * f["echo_wait"]["decisions_per_s"] / f["ceiling"]["requests_per_s"]
+                                   for f in floors), 2)],
+                 ["raw ASGI + one-write responses (trivial_app --raw)", fmt_stat(res["raw_requests_per_s"]),
+                  fmt_stat(res["raw_server_cpu_us_per_request"]), fmt_stat(res["echo_wait_efficiency_vs_raw"], 2)]],
+                note="the raw floor serves /trivial the way WARREN's HTTP lane serves its hot routes; not judged")
+    return res
 
 
 def profile_server(opts: Options, k: int, duration: float) -> str:
     """The server under pyinstrument while K HTTP agents play (a separate pass: profiling slows it)."""
     opts.out.mkdir(parents=True, exist_ok=True)
     path = opts.out / "protocol_profile_server.txt"
-    with warren_serve(profile_to=path) as warren:
-        http_agents(warren.url, warren.pid, k, duration)
+    with warren_serve(*SCENARIOS, profile_to=path) as warren:  # the judged row: echo, ?wait=
+        http_agents(warren.url, warren.pid, k, duration, True, 0, ECHO_STEPS)
     trim_profile(path)
     print(f"profile: {path}")
     return str(path)

@@ -47,7 +47,7 @@ def engine(d: dict[str, Any]) -> str:
 
 def protocol(d: dict[str, Any]) -> str:
     rows = [[str(r["agents"]), ("1 (?wait=)" if r.get("next_wait") else "2")
-             + (f", {r['seeds']} trips" if r.get("seeds") else ""),
+             + (f", {r['seeds']} trips" if r.get("seeds") else "") + (", echo" if r.get("scenario") == "echo" else ""),
              _stat(r["decisions_per_s"]), _stat(r.get("requests_per_decision"), 2),
              _stat(r["latency_p50_ms"], 1), _stat(r["latency_p99_ms"], 1),
              _stat(r["server_cpu_us_per_decision"]), _stat(r["ceiling_requests_per_s"]),

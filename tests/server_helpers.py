@@ -38,6 +38,10 @@ class Api:
         elif body is not None:
             kwargs["data"] = json.dumps(body).encode()
             kwargs["headers"]["Content-Type"] = "application/json"
+        if "data" in kwargs and not any(k.lower() == "content-length" for k in kwargs["headers"]):
+            # as every real client sends it (Quart's test client does not): without it the HTTP lane hands the
+            # request to Quart (warren_sim/http/http_lane.py), and the lane is what real clients get
+            kwargs["headers"]["Content-Length"] = str(len(kwargs["data"]))
         r = await self.client.open(path, method=method, **kwargs)
         data = await r.get_data()
         self.last = r

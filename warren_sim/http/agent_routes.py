@@ -17,12 +17,14 @@ the schemas and the OpenAPI document, docs/client.md "Fewer requests"):
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import attrs
 import orjson
 from quart import Response, request
 
-from ..protocol import PROTOCOL_VERSION
+from ..protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_VERSION
 from ..protocol.converter import WireError, converter, structure_or_error
 from ..protocol.models import BulkClaim, MultiPoll, Receipt
 from ..runtime.errors import RunError
@@ -30,10 +32,30 @@ from ..runtime.leases import RemoteAgent
 from ..runtime.run import Run
 from ..runtime.stored import StoredRun
 from .agent_ws import PARTS
-from .replies import BadRequest, float_arg, int_arg, json_body, problem_reply, reply
-from .state import WarrenApp
+from .replies import BadRequest, float_arg, int_arg, json_body, problem_body, reply
+from .state import AppState, WarrenApp
 
-__all__ = ["register_agent_routes"]
+__all__ = ["HotReply", "poll_observation", "register_agent_routes", "submit_command"]
+
+
+@attrs.frozen
+class HotReply:
+    """What a hot agent route answers, before any framework wraps it: Quart's routes turn it into a ``Response``,
+    the HTTP lane (:mod:`.http_lane`) writes it straight to the ASGI server. A refusal is raised (``RunError``,
+    ``BadRequest``) and answered by the error handlers, the same in both."""
+
+    status: int  # 200 (JSON), 204 (nothing came in time: no body) or 422 (problem+json)
+    body: bytes = b""
+    content_type: str = "application/json"
+
+
+NO_CONTENT = HotReply(204)
+
+
+def _hot_response(out: HotReply) -> Response:
+    if out.status == 204:
+        return Response("", status=204)
+    return Response(out.body, status=out.status, content_type=out.content_type)
 
 
 def _fast_reply(obj: Any) -> Response:
@@ -143,38 +165,57 @@ def register_agent_routes(app: WarrenApp) -> None:
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/observations", methods=["GET"])
     async def observations(run_id: str, agent_id: str) -> Response:
-        run = runs().get(run_id)
-        after = int_arg("after", -1, minimum=-1)
-        wait = min(float_arg("wait", 0.0), config.max_wait_s)
-        ra = run.authenticate(agent_id, _lease())
-        env = await run.wait_observation(ra, after, wait)
-        if env is None:
-            return Response("", status=204)
-        return _fast_reply(env)
+        return _hot_response(await poll_observation(app.warren, run_id, agent_id, request.args))
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/commands", methods=["POST"])
     async def submit(run_id: str, agent_id: str) -> Response:
-        run = runs().get(run_id)
-        wait = None if "wait" not in request.args else min(float_arg("wait", 0.0), config.max_wait_s)
-        ra = run.authenticate(agent_id, _lease())
-        body = await json_body(required=True)
-        judgement = run.submit(ra, body, _lease())
-        if judgement.accept:
-            await run.journal.durable()  # --fsync: on disk before the receipt leaves (one fsync per tick)
-        receipt = judgement.receipt
-        if receipt is None:
-            return problem_reply(422, judgement.problem_detail)
-        if wait is None:
-            return _fast_reply(converter.unstructure(receipt))
-        env = await _next_envelope(run, ra, receipt, wait)
-        if env is not None and receipt.status == "accepted":
-            receipt = run.receipt(ra, receipt.command_id)  # the batch was adjudicated: its outcome is known
-        out = converter.unstructure(receipt)
-        out["next_observation"] = env
-        return _fast_reply(out)
+        return _hot_response(await submit_command(app.warren, run_id, agent_id, request.args,
+                                                  lambda: json_body(required=True)))
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/commands/<command_id>", methods=["GET"])
     async def get_receipt(run_id: str, agent_id: str, command_id: str) -> Response:
         run = runs().get(run_id)
         ra = run.authenticate(agent_id, _lease())
         return reply(converter.unstructure(run.receipt(ra, command_id)))
+
+
+# -- the two hot routes: one function each, served by Quart's routes above and by the HTTP lane -----------------
+async def poll_observation(state: AppState, run_id: str, agent_id: str, args: Mapping[str, str]) -> HotReply:
+    """``GET .../agents/{agent}/observations?after=&wait=&lease=``: the agent's next envelope, long-polled."""
+    run = state.runs().get(run_id)
+    after = int_arg("after", -1, minimum=-1, args=args)
+    wait = min(float_arg("wait", 0.0, args), state.config.max_wait_s)
+    if isinstance(run, StoredRun):  # every agent's last poll: 410 from the stored status, no rebuild
+        gone = run.ended_poll(agent_id, args.get("lease"), state.config.lease_ttl, state.config.max_polls_per_lease)
+        if gone is not None:
+            raise gone
+    ra = run.authenticate(agent_id, args.get("lease"))
+    env = await run.wait_observation(ra, after, wait)
+    if env is None:
+        return NO_CONTENT
+    return HotReply(200, orjson.dumps(env))
+
+
+async def submit_command(state: AppState, run_id: str, agent_id: str, args: Mapping[str, str],
+                         read_body: Callable[[], Awaitable[Any]]) -> HotReply:
+    """``POST .../agents/{agent}/commands?lease=[&wait=]``: judge a command; with ``wait``, the receipt carries the
+    agent's next envelope. ``read_body``: the request's body as strict JSON (read after the lease is checked)."""
+    run = state.runs().get(run_id)
+    wait = None if "wait" not in args else min(float_arg("wait", 0.0, args), state.config.max_wait_s)
+    lease = args.get("lease")
+    ra = run.authenticate(agent_id, lease)
+    body = await read_body()
+    judgement = run.submit(ra, body, lease)
+    if judgement.accept:
+        await run.journal.durable()  # --fsync: on disk before the receipt leaves (one fsync per tick)
+    receipt = judgement.receipt
+    if receipt is None:
+        return HotReply(422, problem_body(422, judgement.problem_detail).encode(), PROBLEM_CONTENT_TYPE)
+    if wait is None:
+        return HotReply(200, orjson.dumps(converter.unstructure(receipt)))
+    env = await _next_envelope(run, ra, receipt, wait)
+    if env is not None and receipt.status == "accepted":
+        receipt = run.receipt(ra, receipt.command_id)  # the batch was adjudicated: its outcome is known
+    out = converter.unstructure(receipt)
+    out["next_observation"] = env
+    return HotReply(200, orjson.dumps(out))

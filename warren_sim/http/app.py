@@ -20,6 +20,7 @@ from .agent_routes import register_agent_routes
 from .agent_ws import register as register_agent_ws
 from .docs_routes import register_docs_routes
 from .hooks import register_hooks
+from .http_lane import http_lane
 from .run_routes import register_run_routes
 from .scenario_routes import register_scenario_routes
 from .state import AppState, WarrenApp
@@ -45,5 +46,6 @@ def create_app(config: ServerConfig | None = None) -> WarrenApp:
     register_run_routes(app)  # /v1/runs, /v1/runs/<run>, .../start, .../journal
     register_agent_routes(app)  # /v1/runs/<run>/agents/<agent>/...
     register_viewer_routes(app)  # GET /, /runs/<run>, /runs/<run>/observations/<id>: the viewer
+    app.asgi_app = http_lane(app, app.asgi_app)  # type: ignore[method-assign,assignment]  # the hot agent routes, Quart-less
     app.asgi_app = ws_lane(app, app.asgi_app)  # type: ignore[method-assign]  # WS /v1/agent as raw ASGI
     return app

@@ -13,15 +13,42 @@ import trio
 from quart import Response, request, websocket
 from werkzeug.exceptions import HTTPException
 
-from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
+from ..protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_HEADER, PROTOCOL_VERSION
 from ..protocol.strict_json import MAX_BODY_BYTES
 from ..runtime.clock import WallMap
 from ..runtime.errors import RunError
 from ..runtime.manager import RunManager
-from .replies import BadRequest, problem_reply
+from .replies import BadRequest, problem_body, problem_reply
 from .state import WarrenApp
 
-__all__ = ["allowed_methods", "foreign_origin", "register_hooks"]
+__all__ = ["allowed_methods", "foreign_origin", "refusal", "register_hooks"]
+
+_UNEXPECTED = ("the server failed on this request ({}); this is a bug in WARREN, please report it with the request "
+               "that caused it")
+
+
+def _refusal_parts(exc: Exception) -> tuple[int, str, list[tuple[str, str]]]:
+    """A refusal's status, detail and extra headers: a :class:`RunError` keeps its status and ``Retry-After``, a
+    :class:`BadRequest` its status; anything else is a bug (500)."""
+    if isinstance(exc, RunError):
+        extra = [] if exc.retry_after is None else [("Retry-After", str(exc.retry_after))]
+        return exc.status, exc.detail, extra
+    if isinstance(exc, BadRequest):
+        return exc.status, exc.detail, []
+    return 500, _UNEXPECTED.format(type(exc).__name__), []
+
+
+def refusal(exc: Exception) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """What the error handlers below answer for ``exc`` on a ``/v1`` path, as raw ASGI parts (status, headers,
+    body): the HTTP lane's refusals (:mod:`.http_lane`), byte for byte Quart's."""
+    status, detail, extra = _refusal_parts(exc)
+    body = problem_body(status, detail).encode()
+    headers = [(b"content-type", PROBLEM_CONTENT_TYPE.encode()), (b"content-length", str(len(body)).encode()),
+               *((k.lower().encode(), v.encode()) for k, v in extra),
+               (PROTOCOL_HEADER.lower().encode(), PROTOCOL_VERSION.encode())]
+    if status == 413:
+        headers.append((b"connection", b"close"))
+    return status, headers, body
 
 
 def foreign_origin(headers: Any, host_url: str, allowed: tuple[str, ...]) -> str | None:
@@ -78,7 +105,9 @@ def register_hooks(app: WarrenApp) -> None:
 
     @app.before_request
     async def _check_protocol() -> Response | None:
-        refused = foreign_origin(request.headers, request.host_url, state.config.allow_origins)
+        # host_url is only worth building for a request from a page (the rest send no Origin)
+        refused = foreign_origin(request.headers, request.host_url, state.config.allow_origins) \
+            if "Origin" in request.headers else None
         if refused is not None:
             return problem_reply(403, refused)
         if not request.path.startswith("/v1"):
@@ -110,14 +139,16 @@ def register_hooks(app: WarrenApp) -> None:
 
     @app.errorhandler(RunError)
     async def _run_error(exc: RunError) -> Response:
-        response = problem_reply(exc.status, exc.detail)
-        if exc.retry_after is not None:  # a cap (429): when trying again makes sense, in real seconds
-            response.headers["Retry-After"] = str(exc.retry_after)
+        status, detail, extra = _refusal_parts(exc)  # a cap (429) adds Retry-After: when to try again, real seconds
+        response = problem_reply(status, detail)
+        for name, value in extra:
+            response.headers[name] = value
         return response
 
     @app.errorhandler(BadRequest)
     async def _bad_request(exc: BadRequest) -> Response:
-        return problem_reply(exc.status, exc.detail)
+        status, detail, _ = _refusal_parts(exc)
+        return problem_reply(status, detail)
 
     @app.errorhandler(HTTPException)
     async def _http_error(exc: HTTPException) -> Response:
@@ -134,5 +165,5 @@ def register_hooks(app: WarrenApp) -> None:
     @app.errorhandler(Exception)
     async def _unexpected(exc: Exception) -> Response:
         app.logger.exception("unexpected error")
-        return problem_reply(500, f"the server failed on this request ({type(exc).__name__}); this is a bug in "
-                             "WARREN, please report it with the request that caused it")
+        status, detail, _ = _refusal_parts(exc)
+        return problem_reply(status, detail)

@@ -33,21 +33,32 @@ reports the stream closed, which happens in the same breath. Both were found by
    spectator reconnecting on an unpaced run) made the handler's next write raise ``trio.BusyResourceError``,
    logged as a traceback through ``stream_routes.py``. The fix makes the close take the send lock: one writer
    per connection (``tests/test_stream_one_sender.py`` reproduces the collision on a real server).
+
 5. Cost, not correctness: each frame written paid a scheduling round for the free send lock, a cancel scope
    (fix 3's bound) and two checkpoints in trio's ``send_all``. A frame is now written straight into the
    socket when its buffer has room (it cannot block, so it needs no bound), still under the send lock; only
    what the socket does not take goes through fix 3's bounded ``send_all``.
 
-Applied by :func:`warren_sim.http.server.start_server`; idempotent. Recheck on any Hypercorn upgrade.
+6. A cost, not a bug: Hypercorn wrote every HTTP/1.1 response in three writes (the head, the body, and the empty
+   end of a fixed-length body), each a trip through the send lock, a cancel scope and ``send_all``: half of the
+   server's work on a small JSON reply (bench/results/r4-perf-http.md). A response with a ``Content-Length``
+   now leaves in one write (its head waits for its body, which the app sends next), and an empty end is not
+   written at all. Streamed responses (no ``Content-Length``: SSE) keep their head written at once.
+
+Applied by :func:`warren_sim.http.server.start_server` (fix 6 by :func:`apply_lean_writes`); idempotent. Recheck on any Hypercorn upgrade.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from itertools import chain
 from typing import Any
 
+import h11
 import trio
 from hypercorn.events import Closed, RawData
+from hypercorn.protocol import events as stream_events
+from hypercorn.protocol import h11 as h11_protocol
 from hypercorn.trio import tcp_server, worker_context
 
 __all__ = ["apply"]
@@ -143,9 +154,53 @@ async def _send_bounded(self: Any, data: memoryview) -> None:
         await self.protocol.handle(Closed())
 
 
+_original_stream_send = h11_protocol.H11Protocol.stream_send
+
+
+def _h11_bytes(self: Any, event: Any) -> bytes:
+    """``event`` serialized by the connection's h11 state machine (as Hypercorn's ``_send_h11_event`` does)."""
+    try:
+        return bytes(self.connection.send(event) or b"")
+    except h11.LocalProtocolError:
+        if self.connection.their_state != h11.ERROR:
+            raise
+        return b""
+
+
+async def _stream_send(self: Any, event: Any) -> None:
+    # Fix 6: a fixed-length response's head is held until its body (or its end) and written with it.
+    head: bytes = getattr(self, "_warren_head", b"")
+    if isinstance(event, stream_events.Response) and event.status_code >= 200 and any(
+            name.lower() == b"content-length" for name, _ in event.headers):
+        headers = list(chain(event.headers, self.config.response_headers("h11")))
+        if self.keep_alive_requests >= self.config.keep_alive_max_requests:
+            headers.append((b"connection", b"close"))
+        self._warren_head = head + _h11_bytes(self, h11.Response(headers=headers, status_code=event.status_code))
+        return
+    if isinstance(event, stream_events.Body):
+        data = _h11_bytes(self, h11.Data(data=event.data))
+    elif isinstance(event, stream_events.EndBody):
+        data = _h11_bytes(self, h11.EndOfMessage())  # b"" for a fixed length: nothing more to write
+    else:
+        if head:  # anything else first lets the held head go, as it would have gone
+            self._warren_head = b""
+            await self.send(RawData(data=head))
+        await _original_stream_send(self, event)
+        return
+    self._warren_head = b""
+    if head or data:
+        await self.send(RawData(data=head + data))
+
+
 def apply(send_timeout: float = 10.0) -> None:
     """Install the fixes (once); ``send_timeout`` bounds every write (fix 3)."""
     _send_timeout[0] = send_timeout
     worker_context.TrioSingleTask.restart = _restart  # type: ignore[method-assign]
     worker_context.TrioSingleTask.stop = _stop  # type: ignore[method-assign]
     tcp_server.TCPServer.protocol_send = _protocol_send  # type: ignore[method-assign]
+
+
+def apply_lean_writes() -> None:
+    """Install fix 6 (one write per fixed-length response; idempotent). Apart from :func:`apply` because the
+    bench's ceiling (bench/trivial_app.py) measures the stack as it was without it: fixes 1-4 only."""
+    h11_protocol.H11Protocol.stream_send = _stream_send  # type: ignore[method-assign]

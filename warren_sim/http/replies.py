@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from quart import Response, request
@@ -17,7 +18,8 @@ from ..protocol import PROBLEM_CONTENT_TYPE
 from ..protocol.models import problem
 from ..protocol.strict_json import MAX_BODY_BYTES, StrictJSONError, loads_strict
 
-__all__ = ["BadRequest", "float_arg", "int_arg", "json_body", "problem_reply", "reply"]
+__all__ = ["BadRequest", "float_arg", "int_arg", "json_body", "parse_json_body", "problem_body", "problem_reply",
+           "reply"]
 
 
 class BadRequest(Exception):
@@ -30,13 +32,20 @@ def reply(obj: Any, status: int = 200, content_type: str = "application/json") -
     return Response(json.dumps(obj, ensure_ascii=False), status=status, content_type=content_type)
 
 
+def problem_body(status: int, detail: str) -> str:
+    """The problem+json text of a refusal: one wording for Quart's replies and the HTTP lane's (:mod:`.http_lane`)."""
+    return json.dumps(problem(status, detail), ensure_ascii=False)
+
+
 def problem_reply(status: int, detail: str) -> Response:
-    return reply(problem(status, detail), status, PROBLEM_CONTENT_TYPE)
+    return Response(problem_body(status, detail), status=status, content_type=PROBLEM_CONTENT_TYPE)
 
 
-def int_arg(name: str, default: int | None, minimum: int | None = None) -> int:
-    """Query parameter ``name`` as an integer within +/-(2^53-1) (JSON-safe); ``default`` None: required."""
-    raw = request.args.get(name)
+def int_arg(name: str, default: int | None, minimum: int | None = None, args: Mapping[str, str] | None = None) -> int:
+    """Query parameter ``name`` as an integer within +/-(2^53-1) (JSON-safe); ``default`` None: required.
+
+    ``args``: the query's parameters (the HTTP lane's); the current Quart request's by default."""
+    raw = (request.args if args is None else args).get(name)
     if raw is None:
         if default is None:
             raise BadRequest(400, f"query parameter {name} is required (an integer)")
@@ -52,9 +61,9 @@ def int_arg(name: str, default: int | None, minimum: int | None = None) -> int:
     return value
 
 
-def float_arg(name: str, default: float) -> float:
-    """Query parameter ``name`` as a finite number of seconds >= 0."""
-    raw = request.args.get(name)
+def float_arg(name: str, default: float, args: Mapping[str, str] | None = None) -> float:
+    """Query parameter ``name`` as a finite number of seconds >= 0 (``args`` as for :func:`int_arg`)."""
+    raw = (request.args if args is None else args).get(name)
     if raw is None:
         return default
     try:
@@ -69,10 +78,15 @@ def float_arg(name: str, default: float) -> float:
 async def json_body(required: bool) -> Any:
     """The request body as strict JSON (bounded size); ``{}`` for an empty optional body."""
     data = await request.get_data()
-    ctype = (request.mimetype or "").lower()
+    return parse_json_body(data, request.mimetype, request.content_type, required)
+
+
+def parse_json_body(data: bytes | str, mimetype: str | None, content_type: str | None, required: bool) -> Any:
+    """A request body (``data``, sent as ``content_type``, whose media type is ``mimetype``) as strict JSON."""
+    ctype = (mimetype or "").lower()
     if data.strip() and ctype != "application/json" and not ctype.endswith("+json"):
         raise BadRequest(415, f"the body must be sent with Content-Type: application/json, got "
-                         f"{request.content_type or 'none'!r}; a JSON body from a web page of another site is "
+                         f"{content_type or 'none'!r}; a JSON body from a web page of another site is "
                          "refused this way too")
     if len(data) > MAX_BODY_BYTES:
         raise BadRequest(413, f"the body is {len(data)} bytes; at most {MAX_BODY_BYTES} are accepted")

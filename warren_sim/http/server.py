@@ -65,6 +65,7 @@ async def start_server(config: ServerConfig, host: str = "127.0.0.1", port: int 
     """Serve until ``RunningServer.shutdown()``; ``task_status.started(RunningServer)``."""
     # idle keep-alive connections close again after a request; writes are bounded (see the module)
     hypercorn_fixes.apply(send_timeout=config.send_timeout_s * config.rate)
+    hypercorn_fixes.apply_lean_writes()  # one write per fixed-length response
     app = create_app(config)
     app.config["BODY_TIMEOUT"] = config.body_timeout_s * config.rate  # real seconds, on the rated clock
     hc = hypercorn_config(host, port, config.rate)

@@ -37,6 +37,12 @@ __all__ = ["Run", "RunConfig"]
 MAX_HELD = 16  # batches of NPCs only an adjudicated outcome may wait for a batch with remote agents to ride on
 
 
+def no_more_observations(run_id: str, status: str, error: str | None) -> RunError:
+    """The 410 a poll on an ended run gets: one wording for a live run that ended and a stored one."""
+    return RunError(410, f"{run_id} has ended with status {status}" + (f" ({error})" if error else "")
+                    + "; there will be no more observations")
+
+
 def _redacted(j: Judgement, lease: str | None) -> Judgement:
     """``j`` with the lease token replaced by ``<your lease>`` wherever a detail quotes it."""
     if not lease or len(lease) < 8:
@@ -463,9 +469,7 @@ class Run:
         with poll_slot(ra, self.config.max_polls_per_lease), trio.move_on_after(wait):
             while True:
                 if self.is_ended:
-                    raise RunError(410, f"{self.run_id} has ended with status {self.status}"
-                                   + (f" ({self.error})" if self.error else "")
-                                   + "; there will be no more observations")
+                    raise no_more_observations(self.run_id, self.status, self.error)
                 env = current_envelope(ra, after)
                 if env is not None:
                     return env
@@ -485,9 +489,7 @@ class Run:
             with trio.move_on_after(wait):
                 while True:
                     if self.is_ended:
-                        raise RunError(410, f"{self.run_id} has ended with status {self.status}"
-                                       + (f" ({self.error})" if self.error else "")
-                                       + "; there will be no more observations")
+                        raise no_more_observations(self.run_id, self.status, self.error)
                     ready = [env for ra, after in wanted if (env := current_wire(ra, after)) is not None]
                     if ready:
                         return ready
