@@ -10,7 +10,8 @@ alternating within each repeat so both see the same machine noise:
 
 The ratio decisions/s : SimPy events/s says what share of a bare event loop's speed the engine keeps while
 doing everything else (observations, policies, validation, adjudication). Target (issue 14): >= 0.15 at 1,000
-agents. Both sides are also timed in CPU seconds of this process (``getrusage``), and that ratio is shown
+agents. The table and the JSON say which build of the engine ran (``warren_sim.engine.BUILD``: "python", or
+"mypyc" when installed with ``WARREN_MYPYC=1``, see setup.py). Both sides are also timed in CPU seconds of this process (``getrusage``), and that ratio is shown
 next to the wall one: on a shared machine a process waits for a core, and the wait lands on whichever side
 was running; CPU time counts only the work.
 """
@@ -23,7 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from bench.common import Options, fmt_stat, print_table, summary, target, targets_table
-from warren_sim.engine import run_headless
+from warren_sim.engine import BUILD, run_headless
 from warren_sim.runtime.clock import wall_seconds
 from warren_sim.scenarios import instantiate, load_scenario
 
@@ -136,12 +137,13 @@ def run(opts: Options) -> dict[str, Any]:
         results.append(res)
         rows.append([f"{n:,}", f"{decisions:,}", fmt_stat(res["decisions_per_s"]), fmt_stat(res["simpy_events_per_s"]),
                      fmt_stat(res["ratio"], 3), fmt_stat(res["cpu_ratio"], 3)])
-    print_table(f"engine: warren scenario headless vs SimPy replay ({reps} repeat(s); median (min-max))",
+    print_table(f"engine ({BUILD} build): warren scenario headless vs SimPy replay ({reps} repeat(s); "
+                "median (min-max))",
                 ["agents", "decisions", "engine decisions/s", "SimPy events/s", "ratio (wall)", "ratio (CPU)"], rows)
     at = next(r for r in results if r["agents"] == TARGET_AGENTS)
     targets = [target(f"engine:SimPy ratio at {TARGET_AGENTS:,} agents", at["ratio"]["median"], ">=", TARGET_RATIO)]
     targets_table(targets)
-    out: dict[str, Any] = {"results": results, "targets": targets}
+    out: dict[str, Any] = {"build": BUILD, "results": results, "targets": targets}
     if opts.profile:
         path = opts.out / "engine_profile.txt"
         opts.out.mkdir(parents=True, exist_ok=True)

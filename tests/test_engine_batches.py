@@ -191,3 +191,27 @@ def test_every_answer_is_recorded_in_the_seeded_order() -> None:
     assert [c["agent"] for c in commands] == order
     assert [c["observation_id"] for c in commands] == [f"{a}#0" for a in order]
     assert sim.decisions == 3
+
+
+def test_an_outcome_is_pending_until_adjudicated_then_accepted_or_what_happened() -> None:
+    """``outcome_of`` (what receipts report): pending while the batch waits, then accepted (the engine stores no
+    entry for it) or the stored outcome; an id the run never issued stays pending, whatever it looks like."""
+    sim = make_sim(items=[item("hammer-1", "yard")])
+    batch = sim.advance()
+    assert batch is not None
+    ids = {o.agent_id: o.observation_id for o in batch.observations}
+    sim.answer("alice", TAKE)
+    sim.answer("bob", TAKE)
+    sim.answer("carol", {"sleep_ms": 5000})
+    assert {sim.outcome_of(i) for i in ids.values()} == {("pending", "")}
+    sim.adjudicate()
+    assert sim.outcome_of(ids["carol"]) == ("accepted", "")
+    assert sorted(sim.outcome_of(ids[a])[0] for a in ("alice", "bob")) == ["accepted", "rejected"]
+    seq = obs_of(batch, "carol").seq
+    for never in (f"carol#{seq + 1}", f"carol#0{seq}", f"carol#{seq}x", "carol#", "nobody#0", "carol", "#0", ""):
+        assert sim.outcome_of(never) == ("pending", ""), never
+    nxt = sim.advance()  # the next batch: its observations are pending again, the earlier ones stay as they were
+    assert nxt is not None
+    for o in nxt.observations:
+        assert sim.outcome_of(o.observation_id) == ("pending", "")
+    assert sim.outcome_of(ids["carol"]) == ("accepted", "")

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 MAX_SLEEP_MS = 2**53 - 1
 COMMAND_KEYS = ("action", "sleep_ms", "noop")
+COMMAND_FIELDS = (*COMMAND_KEYS, "args")
 
 
 def validate(sim: Simulation, agent: Agent, obs: Observation, command: dict[str, Any]) -> str | None:
@@ -59,7 +60,7 @@ def validate(sim: Simulation, agent: Agent, obs: Observation, command: dict[str,
     if len(present) != 1:
         return ("a command is exactly one of {\"action\": ..., \"args\": {...}}, {\"sleep_ms\": n} or "
                 f"{{\"noop\": true}}; this one has {', '.join(present) or 'none of them'}")
-    extra = [k for k in command if k not in (*COMMAND_KEYS, "args")]
+    extra = [k for k in command if k not in COMMAND_FIELDS]
     if extra:
         return f"unknown command field(s) {', '.join(sorted(extra))}; a command has action+args, sleep_ms or noop"
     if "noop" in command:

@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 
 from . import rules
+from .errors import EngineError
 from .layout import layout
 from .perception import Observation
 from .scheduler import COMPLETION, DEADLINE, WAKE, Scheduler
@@ -37,6 +38,8 @@ _by_id = attrgetter("id")
 # An outcome the agent will perceive is kept as its facts, (time, observation id, tool, outcome, reason), until its
 # observation's events are read (perception.outcome_event builds the dict and the prose).
 OutcomeFacts = tuple[int, str, str, str, str]
+ACCEPTED = ("accepted", "")
+PENDING = ("pending", "")
 
 
 def _fast_shuffle_agrees() -> bool:
@@ -68,10 +71,6 @@ def _inline_shuffle(getrandbits: Any, x: list[Any]) -> None:
 
 
 FAST_SHUFFLE = _fast_shuffle_agrees()
-
-
-class EngineError(RuntimeError):
-    """The engine was driven out of order (answering twice, adjudicating with answers missing...)."""
 
 
 @attrs.define(eq=False)
@@ -302,6 +301,12 @@ class Simulation:
                 self._emit({"kind": "command", "t": t, "agent": aid, "observation_id": obs.observation_id,
                             "command": obs.answer, "source": obs.source})
             apply(obs._agent, obs)
+            view = obs._view
+            if view is not None:  # view._detach(obs.observation_id), inline: no reference cycle left behind
+                view._obs, view._gone = None, obs.observation_id
+                place = view._built.get("place")  # the one nested view (perception.NESTED_VIEWS)
+                if place is not None:
+                    place._obs, place._gone = None, view._gone
         pending.clear()
         self.batch = None
         self.batch_no += 1
@@ -324,8 +329,14 @@ class Simulation:
             tool = self.tools[cmd["action"]]
             args = cmd.get("args", {})
             parsed = obs.parsed  # what validation resolved for this very command (a move's destination cell)
-            err, duration, dest = rules.plan(self, agent, tool, args,
-                                             parsed[1] if parsed is not None and parsed[0] is cmd else None)
+            dest = parsed[1] if parsed is not None and parsed[0] is cmd else None
+            cell = agent.cell
+            if dest is not None and tool.name == "move_to" and dest[0] == cell[0] and dest != cell and (
+                    (place := self.world.cell_place.get(dest)) is None or place != self.world.cell_place.get(cell)):
+                # rules.plan's commonest case, inline: a move on one open grid to another place
+                err, duration = None, max(1, (abs(cell[1] - dest[1]) + abs(cell[2] - dest[2])) * self.conv.step_ms)
+            else:
+                err, duration, dest = rules.plan(self, agent, tool, args, dest)
             if err:
                 self._outcome(agent, oid, "rejected", err, tool.name, rules.conflict(self, agent, tool, args))
                 self._wake(agent, t + self.conv.tick_ms, "interrupted")
@@ -343,8 +354,7 @@ class Simulation:
                 heappush(self._heap, (action.until, COMPLETION, self._next_seq(), agent.id, action.token))
             else:
                 rules.apply_instant(self, agent, tool, args)
-            # _accepted(agent, oid, tool.name), inline: the commonest outcome
-            self.outcomes[oid] = ("accepted", "")
+            # _accepted(agent, oid, tool.name), inline: the commonest outcome (not stored: see outcome_of)
             if self.record:
                 self._emit({"kind": "outcome", "t": t, "agent": agent.id, "observation_id": oid,
                             "outcome": "accepted", "reason": ""})
@@ -361,12 +371,17 @@ class Simulation:
             if lanes["body"] is None and lanes["voice"] is None:
                 self._wake(agent, t + self.conv.idle_wake_ms, "idle")
             return
-        self.outcomes[oid] = ("accepted", "")
-        if self.record:
+        if self.record:  # accepted (not stored: see outcome_of)
             self._emit({"kind": "outcome", "t": t, "agent": agent.id, "observation_id": oid,
                         "outcome": "accepted", "reason": ""})
         if "sleep_ms" in cmd:
-            self._wake(agent, t + max(1, int(cmd["sleep_ms"])), "timer")
+            at = t + max(1, int(cmd["sleep_ms"]))
+            if agent.wake_time == -1 and at != self._instant:  # _wake(agent, at, "timer"), inline: none due yet
+                agent.wake_time, agent.wake_reason = at, "timer"
+                token = agent.wake_token = agent.wake_token + 1
+                heappush(self._heap, (at, WAKE, self._next_seq(), agent.id, token))
+            else:
+                self._wake(agent, at, "timer")
         elif agent.lanes["body"] is None and agent.lanes["voice"] is None:
             self._wake(agent, t + self.conv.idle_wake_ms, "idle")
 
@@ -406,7 +421,12 @@ class Simulation:
                 if len(events) > MAX_EVENTS:
                     del events[0]
                     agent.events_dropped += 1
-                self._wake(agent, t, "done")
+                if agent.wake_time == -1:  # _wake(agent, t, "done"), inline: none due yet, due in this very instant
+                    agent.wake_time, agent.wake_reason = t, "done"
+                    agent.wake_token += 1
+                    self._woken.append(agent)
+                else:
+                    self._wake(agent, t, "done")
                 return
 
     def _interrupt(self, agent: Agent, action: Action, reason: str) -> None:
@@ -495,12 +515,8 @@ class Simulation:
         if not audience:
             return
         shared = {"time": self.time, **event}
-        for agent in audience:
-            events = agent.events
-            events.append(shared)
-            if len(events) > MAX_EVENTS:
-                del events[0]
-                agent.events_dropped += 1
+        for agent in audience:  # the cap of MAX_EVENTS is applied once per agent, by _flush_event_wakes
+            agent.events.append(shared)
         self._event_wakes.extend(audience)
 
     def notify_place(self, cell: Any, event: dict[str, Any], actor: str | None) -> None:
@@ -516,6 +532,12 @@ class Simulation:
         wake_at = self.time + self.conv.tick_ms
         now = self.time
         for other in dict.fromkeys(self._event_wakes):  # each once, in the order they were told
+            events = other.events
+            if len(events) > MAX_EVENTS:
+                # notify appends without the cap (once per agent told, not per event): the oldest go here, before
+                # anyone observes them, as if each append had dropped one (the same last MAX_EVENTS, the same count)
+                other.events_dropped += len(events) - MAX_EVENTS
+                del events[:-MAX_EVENTS]
             lanes = other.lanes
             if lanes["body"] is None and lanes["voice"] is None and other.wake_time != now:
                 self._wake(other, wake_at, "event")  # (one waking now sees the event anyway)
@@ -587,7 +609,23 @@ class Simulation:
         return views
 
     def outcome_of(self, observation_id: str) -> tuple[str, str]:
-        return self.outcomes.get(observation_id, ("pending", ""))
+        """``(outcome, reason)`` of the answer to an observation of this run; ``("pending", "")`` until adjudicated.
+
+        ``outcomes`` holds every outcome but "accepted", the commonest (one entry per decision saved, 700,000 at
+        100,000 foragers): an observation that was adjudicated and has no entry was accepted. It was adjudicated
+        when it is an earlier one of its agent's (``agent#seq``, seq below the agent's latest) or the latest, no
+        longer pending.
+        """
+        found = self.outcomes.get(observation_id)
+        if found is not None:
+            return found
+        aid, sep, digits = observation_id.rpartition("#")
+        agent = self.world.agents.get(aid)
+        if agent is not None and sep and digits.isascii() and digits.isdigit():
+            seq = int(digits)
+            if f"{aid}#{seq}" == observation_id and (seq < agent.seq or (seq == agent.seq and aid not in self.pending)):
+                return ACCEPTED
+        return PENDING
 
     def conflict_of(self, observation_id: str) -> dict[str, str] | None:
         """The same-batch conflict that rejected the answer to ``observation_id`` (see ``rules.conflict``)."""

@@ -14,13 +14,10 @@ from typing import Any
 
 import attrs
 
+from .errors import WorldError
 from .spec import LinkSpec, PlaceSpec, ScenarioSpec
 
 Cell = tuple[str, int, int]
-
-
-class WorldError(ValueError):
-    """A spec that cannot form a world (unknown place, cell outside its grid...)."""
 
 
 # Cells are immutable and few (one per cell a run touches), and every observation, event and move names
