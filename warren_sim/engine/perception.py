@@ -9,7 +9,6 @@ command is validated against.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -498,19 +497,21 @@ class Perceived:
         return self._can
 
 
-# Per simulation: (its batch_no, {signature: Perceived}); a new batch starts a new table (the world changed).
-_PERCEIVED: weakref.WeakKeyDictionary[Simulation, tuple[int, dict[tuple[Any, ...], Perceived]]] = \
-    weakref.WeakKeyDictionary()
+# The table of the batch being perceived: [simulation, its batch_no, {signature: Perceived}], one at a time (a
+# new batch or another simulation starts a new one). Not a weak mapping: the engine's classes may be compiled
+# with mypyc, whose native classes take no weak references; so the last simulation perceived is kept until another
+# one is (or its next batch).
+_PERCEIVED: list[Any] = [None, -1, {}]
 
 
 def perceived(sim: Simulation, agent: Agent) -> Perceived:
     """The choices ``agent`` is offered now, shared by the batch's agents of the same signature. Call only while
     the batch is open (``Observation._shared`` checks): the table is keyed by the batch."""
-    got = _PERCEIVED.get(sim)
+    slot = _PERCEIVED
     batch = sim.batch_no
-    if got is None or got[0] != batch:
-        got = _PERCEIVED[sim] = (batch, {})
-    table = got[1]
+    if slot[0] is not sim or slot[1] != batch:
+        slot[0], slot[1], slot[2] = sim, batch, {}
+    table: dict[tuple[Any, ...], Perceived] = slot[2]
     w = sim.world
     cell = agent.cell
     me = agent.id
