@@ -497,21 +497,15 @@ class Perceived:
         return self._can
 
 
-# The table of the batch being perceived: [simulation, its batch_no, {signature: Perceived}], one at a time (a
-# new batch or another simulation starts a new one). Not a weak mapping: the engine's classes may be compiled
-# with mypyc, whose native classes take no weak references; so the last simulation perceived is kept until another
-# one is (or its next batch).
-_PERCEIVED: list[Any] = [None, -1, {}]
-
-
 def perceived(sim: Simulation, agent: Agent) -> Perceived:
     """The choices ``agent`` is offered now, shared by the batch's agents of the same signature. Call only while
-    the batch is open (``Observation._shared`` checks): the table is keyed by the batch."""
-    slot = _PERCEIVED
+    the batch is open (``Observation._shared`` checks): the simulation's table is kept for one batch (a new batch
+    starts a new one: the world changed). The table lives on the simulation, not here: served runs perceive in
+    turn and the viewer's worker threads replay their own simulations."""
     batch = sim.batch_no
-    if slot[0] is not sim or slot[1] != batch:
-        slot[0], slot[1], slot[2] = sim, batch, {}
-    table: dict[tuple[Any, ...], Perceived] = slot[2]
+    if sim.perceived_batch != batch:
+        sim.perceived_batch, sim.perceived_table = batch, {}
+    table: dict[tuple[Any, ...], Perceived] = sim.perceived_table
     w = sim.world
     cell = agent.cell
     me = agent.id

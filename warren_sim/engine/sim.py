@@ -139,6 +139,10 @@ class Simulation:
         self._objective_views: list[dict[str, Any]] | None = None
         self._action_token = 0
         self.batch_no = 0  # observations of batch n may be built lazily until batch n is adjudicated
+        # perception's table of what the agents of batch `perceived_batch` are offered, shared per signature
+        # (perception.perceived): owned by the simulation, so runs and threads never share one
+        self.perceived_batch = -1
+        self.perceived_table: dict[Any, Any] = {}
         self._event_wakes: list[Agent] = []  # told of an event this instant: woken at its end if idle
         # While advance() runs through the entries of instant t, a wake due at t joins that instant's woken agents
         # directly (what pushing it and popping it again before the instant ends did): see _wake.
