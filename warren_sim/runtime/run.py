@@ -85,6 +85,7 @@ class Run:
         self.started = trio.Event()
         self.ended = trio.Event()
         self.batch_changed = trio.Event()
+        self._reply_turn = trio.Lock()  # one multi-agent poll builds its reply at a time (wait_observations)
         self._claimed_once: set[str] = set()
         self._answered_now: list[str] = []
         self._rescan = True
@@ -478,9 +479,6 @@ class Run:
                 await ra.changed.wait()
         return None
 
-    # One multi-agent poll builds its reply at a time (made when first needed; see wait_observations).
-    _reply_turn: trio.Lock | None = None
-
     async def wait_observations(self, wanted: list[tuple[RemoteAgent, int]], wait: float,
                                 parts: tuple[str, ...] | None = None) -> list[WireEnvelope]:
         """Several agents' outstanding envelopes (each with ``seq`` after its own ``after``), waiting up to
@@ -505,10 +503,7 @@ class Run:
                     ready = [env for ra, after in wanted if (env := current_wire(ra, after)) is not None]
                     if ready:
                         if parts is not None:
-                            turn = self._reply_turn
-                            if turn is None:
-                                turn = self._reply_turn = trio.Lock()
-                            async with turn:
+                            async with self._reply_turn:
                                 for env in ready:
                                     env.shaped(parts)
                         return ready
