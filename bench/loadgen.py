@@ -27,6 +27,7 @@ import os
 import resource
 import ssl
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ import trio
 
 from bench import wsclient
 from bench.common import PROTO, percentile, proc_cpu_seconds, proc_status_kib, unix_now
+from bench.pollclient import PollSwarm
 from warren_sim.runtime.clock import wall_seconds
 
 DEADLINE_S = 60.0  # decision deadline of the runs: never reached, it only anchors the publish time (scale: --deadline-s)
@@ -757,40 +759,75 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
         rss: dict[str, int] = {}
         hold_s = quiet_s = woke_at = float("nan")
         not_measured = ""
-        with trio.move_on_after(args.timeout) as overall:
-            async with trio.open_nursery() as nursery:
-                t1 = wall_seconds()
-                size = POLL_GROUP if args.poll == "many" else 1
-                for i in range(0, n - 1, size):
-                    nursery.start_soon(poll_and_answer, ids[i:min(i + size, n - 1)])
-                # every poll request is on the wire (bounded: half the whole bound; a busy machine once took
-                # minutes, and measuring a batch half the polls have not reached is no measurement)
-                while sent[0] < n - 1 and wall_seconds() - t1 < args.timeout / 2:
-                    await trio.sleep(0.05)
-                if sent[0] < 0.9 * (n - 1):
-                    not_measured = f"only {sent[0]:,} of {n - 1:,} long-polls were sent within {args.timeout / 2:.0f} s"
-                    log(f"scale: not measured: {not_measured}")
-                    nursery.cancel_scope.cancel()
-                else:  # all of them, or nearly: the batch is measured, the missing polls counted and reported
-                    quiet_s = await wait_quiet(args.server_pid, limit_s=60.0)  # ... and parked in the server
-                    hold_s = wall_seconds() - t1
-                    rss["holding_kib"] = proc_status_kib(args.server_pid, "VmRSS")
-                    log(f"scale: {sent[0]} polls sent, server quiet; RSS {rss['holding_kib'] // 1024} MiB; "
-                        "claiming the last agent (the batch)")
-                    # This process's cycle collector is paused while the batch is delivered: 10,000 envelopes
-                    # parsed into dicts set off its full passes over this process's heap (2,500 clients),
-                    # 70-180 ms each, measured as gaps between receipts: the load's cost, not the server's.
-                    gc.collect()
-                    gc.disable()
-                    try:
-                        await claim(ids[-1])
-                        nursery.start_soon(poll_and_answer, [ids[-1]])
-                        with trio.move_on_after(args.timeout / 4):
-                            await everyone_woke.wait()
-                    finally:
-                        gc.enable()
-                    woke_at = unix_now()
-                    everyone_woke.set()  # some envelope never came: answer those that did
+        if args.poll == "single" and args.poll_client == "lean":
+            lean = await _scale_single_lean(args, run_id, ids, leases, claim)
+            rss, hold_s, quiet_s, woke_at, not_measured = (lean["rss"], lean["hold_s"], lean["quiet_s"],
+                                                           lean["woke_at"], lean["not_measured"])
+            sent[0] = lean["sent"]
+            statuses.update(lean["statuses"])
+            timed_out = lean["timed_out"]
+            envelopes: list[dict[str, Any]] = []
+            for t, body in lean["replies"]:
+                env = orjson.loads(body)
+                received.append(t)
+                publish.append(env["deadline_unix"] - args.deadline_s)
+                envelopes.append(env)
+
+            async def answer(env: dict[str, Any]) -> None:
+                aid = env["agent_id"]
+                try:
+                    async with answering:
+                        a = await send(client_of[aid], "POST",
+                                       f"/v1/runs/{run_id}/agents/{aid}/commands?lease={leases[aid]}",
+                                       json=command_body(env, {"noop": True}))
+                except httpx.HTTPError as exc:
+                    verdicts[type(exc).__name__] = verdicts.get(type(exc).__name__, 0) + 1
+                    return
+                verdict = a.json().get("status", str(a.status_code)) if a.status_code == 200 else str(a.status_code)
+                verdicts[verdict] = verdicts.get(verdict, 0) + 1
+                if verdict == "accepted":
+                    accepted.append(unix_now())
+
+            with trio.move_on_after(args.timeout / 2):
+                async with trio.open_nursery() as nursery:
+                    for env in envelopes:
+                        nursery.start_soon(answer, env)
+        else:
+            with trio.move_on_after(args.timeout) as overall:
+                async with trio.open_nursery() as nursery:
+                    t1 = wall_seconds()
+                    size = POLL_GROUP if args.poll == "many" else 1
+                    for i in range(0, n - 1, size):
+                        nursery.start_soon(poll_and_answer, ids[i:min(i + size, n - 1)])
+                    # every poll request is on the wire (bounded: half the whole bound; a busy machine once took
+                    # minutes, and measuring a batch half the polls have not reached is no measurement)
+                    while sent[0] < n - 1 and wall_seconds() - t1 < args.timeout / 2:
+                        await trio.sleep(0.05)
+                    if sent[0] < 0.9 * (n - 1):
+                        not_measured = f"only {sent[0]:,} of {n - 1:,} long-polls were sent within {args.timeout / 2:.0f} s"
+                        log(f"scale: not measured: {not_measured}")
+                        nursery.cancel_scope.cancel()
+                    else:  # all of them, or nearly: the batch is measured, the missing polls counted and reported
+                        quiet_s = await wait_quiet(args.server_pid, limit_s=60.0)  # ... and parked in the server
+                        hold_s = wall_seconds() - t1
+                        rss["holding_kib"] = proc_status_kib(args.server_pid, "VmRSS")
+                        log(f"scale: {sent[0]} polls sent, server quiet; RSS {rss['holding_kib'] // 1024} MiB; "
+                            "claiming the last agent (the batch)")
+                        # This process's cycle collector is paused while the batch is delivered: 10,000 envelopes
+                        # parsed into dicts set off its full passes over this process's heap (2,500 clients),
+                        # 70-180 ms each, measured as gaps between receipts: the load's cost, not the server's.
+                        gc.collect()
+                        gc.disable()
+                        try:
+                            await claim(ids[-1])
+                            nursery.start_soon(poll_and_answer, [ids[-1]])
+                            with trio.move_on_after(args.timeout / 4):
+                                await everyone_woke.wait()
+                        finally:
+                            gc.enable()
+                        woke_at = unix_now()
+                        everyone_woke.set()  # some envelope never came: answer those that did
+            timed_out = overall.cancelled_caught
         for t, raw in replies:
             for env in orjson.loads(raw)["observations"]:
                 received.append(t)
@@ -815,7 +852,7 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
             "claim_first_n_minus_1_s": claim_s, "claim_all": claim_all,
             "not_measured": not_measured, "polls_held_after_s": hold_s, "quiet_wait_s": quiet_s,
             "polls_sent_before_batch": sent[0],
-            "statuses": statuses, "timed_out": overall.cancelled_caught,
+            "statuses": statuses, "timed_out": timed_out,
             "wake_latency_ms": {"min": min(wake_ms) if wake_ms else float("nan"), "p50": percentile(wake_ms, 50), "p99": percentile(wake_ms, 99),
                                 "max": max(wake_ms) if wake_ms else float("nan"), "n": len(wake_ms)},
             "all_answered_after_publish_s": (max(accepted) - p0) if accepted else float("nan"),
@@ -823,6 +860,69 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
             "decision_deadline_s": args.deadline_s,
             "answered": len(accepted), "server_rss": rss,
             "client_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+
+
+async def _scale_single_lean(args: argparse.Namespace, run_id: str, ids: list[str], leases: dict[str, str],
+                             claim: Callable[[str], Any]) -> dict[str, Any]:
+    """``scale --poll single --poll-client lean``: the N long-polls held by :class:`bench.pollclient.PollSwarm`
+    (one epoll loop in a thread, each reply stamped on the receipt of its last byte), the rest as the httpx
+    pass does it: every poll on the wire, the server quiet, then the last agent claimed (the batch).
+
+    Returns the replies (``(received_unix, body)`` of each 200) and what the pass saw; the caller parses them
+    after the batch and answers each with a noop."""
+    n = len(ids)
+    where = urlsplit(args.url)
+    swarm = PollSwarm(where.hostname or "127.0.0.1", where.port or 80, PROTO)
+
+    def path(aid: str) -> str:
+        return f"/v1/runs/{run_id}/agents/{aid}/observations?after=-1&wait=55&lease={leases[aid]}"
+
+    for aid in ids[:-1]:
+        swarm.add(aid, path(aid))
+    thread = threading.Thread(target=swarm.run, args=(args.timeout,), name="poll-swarm", daemon=True)
+    rss: dict[str, int] = {}
+    hold_s = quiet_s = woke_at = float("nan")
+    not_measured = ""
+    thread.start()
+    try:
+        with trio.move_on_after(args.timeout) as overall:
+            t1 = wall_seconds()
+            while swarm.sent + sum(swarm.errors.values()) < n - 1 and wall_seconds() - t1 < args.timeout / 2:
+                await trio.sleep(0.05)
+            if swarm.sent < 0.9 * (n - 1):
+                not_measured = f"only {swarm.sent:,} of {n - 1:,} long-polls were sent within {args.timeout / 2:.0f} s"
+                log(f"scale: not measured: {not_measured}")
+            else:
+                quiet_s = await wait_quiet(args.server_pid, limit_s=60.0)
+                hold_s = wall_seconds() - t1
+                rss["holding_kib"] = proc_status_kib(args.server_pid, "VmRSS")
+                log(f"scale: {swarm.sent} polls sent (lean client), server quiet; RSS {rss['holding_kib'] // 1024} "
+                    "MiB; claiming the last agent (the batch)")
+                gc.collect()
+                gc.disable()  # as the httpx pass: no cycle-collector pass of this process during the batch
+                try:
+                    await claim(ids[-1])
+                    swarm.add(ids[-1], path(ids[-1]))
+                    swarm.stop()
+                    with trio.move_on_after(args.timeout / 4):
+                        while swarm.done < swarm.expected:
+                            await trio.sleep(0.02)
+                finally:
+                    gc.enable()
+                woke_at = unix_now()
+                log(f"scale: {len(swarm.replies)} replies in (lean client), errors {swarm.errors}")
+    finally:
+        swarm.stop()
+        await trio.to_thread.run_sync(thread.join, 10.0)
+        swarm.close()
+    statuses: dict[str, int] = {}
+    for _, status, _ in swarm.replies.values():
+        statuses[str(status)] = statuses.get(str(status), 0) + 1
+    for kind, count in swarm.errors.items():
+        statuses[kind] = statuses.get(kind, 0) + count
+    return {"replies": [(t, body) for t, status, body in swarm.replies.values() if status == 200],
+            "statuses": statuses, "sent": swarm.sent, "rss": rss, "hold_s": hold_s, "quiet_s": quiet_s,
+            "woke_at": woke_at, "not_measured": not_measured, "timed_out": overall.cancelled_caught}
 
 
 async def _claim_all(client: httpx.AsyncClient, n: int, bound: float) -> dict[str, Any]:
@@ -886,6 +986,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="scale: claim with POST /v1/runs/{run}/claim (lists of ids) or one request per agent")
     p.add_argument("--poll", choices=("single", "many"), default="single",
                    help="scale: one GET long-poll per agent, or POST /v1/runs/{run}/observations per 500 agents")
+    p.add_argument("--poll-client", choices=["lean", "httpx"], default="lean",
+                   help="scale --poll single: the lean raw-socket client (bench/pollclient.py) or one httpx client "
+                        "per 4 agents")
     p.add_argument("--parts", default="", help="scale --poll many: narrow the envelopes to these parts (a,b,...)")
     p.add_argument("--deadline-s", type=float, default=DEADLINE_S, help="scale: the run's decision_deadline_s")
     args = p.parse_args(argv)

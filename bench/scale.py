@@ -6,8 +6,15 @@
    request per agent), holds a long-poll for each (N-1 connections), waits until the server is idle,
    reads its RSS, then claims the last agent: the run starts and one batch publishes N envelopes at once.
    Claim time, measured after the batch: a second N-agent run claimed with one ``{"agents": "all"}``
-   request (the bulk claims of the N-1 above are reported too). Wake latency = envelope published -> the client has the
-   envelope; every agent then answers with a noop. Server memory: ``VmRSS`` while the polls are held and
+   request (the bulk claims of the N-1 above are reported too). Wake latency = envelope published (its
+   ``deadline_unix`` minus the run's decision deadline, the server's clock mapped to unix time) -> the load process
+   has the whole response carrying it (stamped on receipt of the response's last byte, before any parsing), on one
+   unix clock; the same definition for every pass. The one-GET-per-agent pass holds its N long-polls with the lean
+   client of ``bench/pollclient.py`` (raw sockets, one epoll loop: ~10-20 us of client CPU per reply) so the
+   figure is the server's delivery, not the client's reading (``--poll-client httpx`` in loadgen for the httpx
+   client, one per 4 agents, as before round 5; it trailed the server's writes by seconds at 10,000:
+   bench/results/r5-perf-poll.md); the multi-agent passes read 20 replies and keep httpx. Every agent then
+   answers with a noop (httpx). Server memory: ``VmRSS`` while the polls are held and
    after the batch, ``VmHWM`` (peak). Target < 1 GiB. A second pass holds the same N agents with
    multi-agent polls (``POST /v1/runs/{run}/observations``, 500 agents a request: 20 requests) and measures
    the same wake latency: what a client driving many agents over HTTP gets with the extension; a third
@@ -67,7 +74,8 @@ def _lat(lat: dict[str, Any]) -> str:
     return " / ".join(fmt_num(lat.get(k, float("nan"))) for k in ("min", "p50", "p99", "max")) + " ms"
 
 
-def served(n: int, profile_to: Path | None = None, poll: str = "single", parts: str = "") -> dict[str, Any]:
+def served(n: int, profile_to: Path | None = None, poll: str = "single", parts: str = "",
+           poll_client: str = "lean") -> dict[str, Any]:
     spec = json.dumps({"scenario": "warren", "agents": n, "decision_deadline_s": DEADLINE_S})
     prefix = [sys.executable]
     if profile_to is not None:
@@ -80,7 +88,7 @@ def served(n: int, profile_to: Path | None = None, poll: str = "single", parts: 
         run_id = line.split()[1]
         rss_idle = proc_status_kib(server.pid, "VmRSS")
         r = loadgen("scale", "--url", server.url, "--agents", str(n), "--run", run_id, "--server-pid",
-                    str(server.pid), "--timeout", str(LOAD_BOUND_S), "--poll", poll, "--parts", parts,
+                    str(server.pid), "--timeout", str(LOAD_BOUND_S), "--poll", poll, "--parts", parts, "--poll-client", poll_client,
                     "--deadline-s", str(DEADLINE_S), timeout=LOAD_BOUND_S + 200)
     r["server_rss"]["created_run_kib"] = rss_idle  # peak_kib: read by the load process before its claim-all run
     return r
