@@ -790,7 +790,7 @@ async def scale(args: argparse.Namespace) -> dict[str, Any]:
 
             with trio.move_on_after(args.timeout / 2):
                 async with trio.open_nursery() as nursery:
-                    for env in envelopes:
+                    for env in envelopes if not args.no_answers else []:
                         nursery.start_soon(answer, env)
         else:
             with trio.move_on_after(args.timeout) as overall:
@@ -989,6 +989,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--poll-client", choices=["lean", "httpx"], default="lean",
                    help="scale --poll single: the lean raw-socket client (bench/pollclient.py) or one httpx client "
                         "per 4 agents")
+    p.add_argument("--no-answers", action="store_true",
+                   help="scale --poll single --poll-client lean: measure the wake only, answer nothing (A/B runs)")
     p.add_argument("--parts", default="", help="scale --poll many: narrow the envelopes to these parts (a,b,...)")
     p.add_argument("--deadline-s", type=float, default=DEADLINE_S, help="scale: the run's decision_deadline_s")
     args = p.parse_args(argv)

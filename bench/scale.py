@@ -75,7 +75,7 @@ def _lat(lat: dict[str, Any]) -> str:
 
 
 def served(n: int, profile_to: Path | None = None, poll: str = "single", parts: str = "",
-           poll_client: str = "lean") -> dict[str, Any]:
+           poll_client: str = "lean", answers: bool = True) -> dict[str, Any]:
     spec = json.dumps({"scenario": "warren", "agents": n, "decision_deadline_s": DEADLINE_S})
     prefix = [sys.executable]
     if profile_to is not None:
@@ -89,6 +89,7 @@ def served(n: int, profile_to: Path | None = None, poll: str = "single", parts: 
         rss_idle = proc_status_kib(server.pid, "VmRSS")
         r = loadgen("scale", "--url", server.url, "--agents", str(n), "--run", run_id, "--server-pid",
                     str(server.pid), "--timeout", str(LOAD_BOUND_S), "--poll", poll, "--parts", parts, "--poll-client", poll_client,
+                    *([] if answers else ["--no-answers"]),
                     "--deadline-s", str(DEADLINE_S), timeout=LOAD_BOUND_S + 200)
     r["server_rss"]["created_run_kib"] = rss_idle  # peak_kib: read by the load process before its claim-all run
     return r

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 import trio
 from quart import request
@@ -243,3 +244,140 @@ async def test_a_late_poll_on_an_ended_run_gets_410_without_a_rebuild(autojump_c
         api.manager._rebuilt.clear()  # rebuilt again (evicted from the cache): the release holds
         status, p = await api.poll(run, lease, wait=0)
         assert status == 403
+
+
+# ------------------------------------------------------------ parked long-polls answered by the publishing pass
+
+
+async def _read_reply(stream: trio.SocketStream, buf: bytearray) -> tuple[bytes, bytes]:
+    """One fixed-length HTTP/1.1 response off a raw stream: ``(head, body)``; what follows stays in ``buf``."""
+    with trio.fail_after(30):
+        while b"\r\n\r\n" not in buf:
+            chunk = await stream.receive_some(65536)
+            assert chunk, f"closed before a whole head: {bytes(buf)!r}"
+            buf += chunk
+        head, _, rest = bytes(buf).partition(b"\r\n\r\n")
+        length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")[1:]
+                      if line.lower().startswith(b"content-length:"))
+        while len(rest) < length:
+            chunk = await stream.receive_some(65536)
+            assert chunk, "closed before a whole body"
+            rest += chunk
+        del buf[:]
+        buf += rest[length:]
+        return head, rest[:length]
+
+
+def _dateless(head: bytes) -> list[bytes]:
+    return [line for line in head.split(b"\r\n") if not line.lower().startswith(b"date:")]
+
+
+async def test_a_parked_poll_is_answered_by_the_publishing_pass_with_the_handlers_bytes(tmp_path):
+    """Over a real socket (an in-process Hypercorn): a GET long-poll parked before its batch gets its reply written
+    by the run task as the batch is published (hypercorn_fixes fix 7), byte for byte the reply the lane's handler
+    writes for the same envelope (the date aside) and the same as Quart's; the connection's state is right after
+    it (the next request on it is answered); a parked poll whose wait runs out gets its 204 and leaves nothing
+    registered, and neither does one whose client leaves."""
+    from warren_sim.http.hypercorn_fixes import early_statistics
+    from warren_sim.http.server import start_server
+    from warren_sim.runtime.manager import ServerConfig
+
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(start_server, ServerConfig(data_dir=tmp_path / "data"), "127.0.0.1", 0)
+        host, port = server.url.removeprefix("http://").rsplit(":", 1)
+        try:
+            async with httpx.AsyncClient(base_url=server.url, headers=PROTO, timeout=30) as h:
+                run_id = (await h.post("/v1/runs", params={"scenario": "bridge_repair"},
+                                       json={"controlled_agents": [AGENT], "decision_deadline_s": 1000})).json()["run_id"]
+                lease = (await h.post(f"/v1/runs/{run_id}/agents/{AGENT}/claim")).json()["lease"]
+                base = f"/v1/runs/{run_id}/agents/{AGENT}/observations"
+                env0 = (await h.get(base, params={"after": -1, "wait": 5, "lease": lease})).json()
+                ra = server.app.warren.manager.runs[run_id].remote[AGENT]
+
+                def get(after: int, wait: float) -> bytes:
+                    return (f"GET {base}?after={after}&wait={wait}&lease={lease} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                            "X-Warren-Protocol: warren-agent/0\r\n\r\n").encode()
+
+                async def parked() -> None:
+                    with trio.fail_after(10):
+                        while not ra.deliveries:
+                            await trio.sleep(0.01)
+
+                stream = await trio.open_tcp_stream(host, int(port))
+                buf = bytearray()
+                await stream.send_all(get(0, 60))
+                await parked()
+                before = early_statistics()
+                r = await h.post(f"/v1/runs/{run_id}/agents/{AGENT}/commands", params={"lease": lease},
+                                 json=cmd("c1", env0["observation_id"]))
+                assert r.json()["status"] == "accepted"  # the batch is adjudicated, the next one published
+                head, body = await _read_reply(stream, buf)
+                after = early_statistics()
+                assert after["written"] == before["written"] + 1  # written by the publishing pass
+                assert head.startswith(b"HTTP/1.1 200 ") and json.loads(body)["seq"] == 1
+                assert not ra.deliveries
+
+                # the same envelope through the lane's handler (outstanding: no wait, no early write) and Quart
+                await stream.send_all(get(0, 0))
+                head2, body2 = await _read_reply(stream, buf)  # the same connection: h11 was kept in step
+                assert (_dateless(head2), body2) == (_dateless(head), body)
+                by_quart = await h.get(base, params={"after": 0, "wait": 0, "lease": lease},
+                                       headers={"Origin": server.url})
+                assert by_quart.content == body
+                assert by_quart.headers["content-type"] == "application/json"
+                assert by_quart.headers["content-length"] == str(len(body))
+                assert early_statistics()["written"] == after["written"]  # neither was written early
+
+                # parked, then the wait runs out: the handler's 204, nothing left registered
+                await stream.send_all(get(1, 0.5))
+                head3, body3 = await _read_reply(stream, buf)
+                assert head3.startswith(b"HTTP/1.1 204 ") and body3 == b"" and not ra.deliveries
+                # parked, then the client leaves: nothing left registered either
+                await stream.send_all(get(1, 60))
+                await parked()
+                await stream.aclose()
+                with trio.fail_after(10):
+                    while ra.deliveries:
+                        await trio.sleep(0.01)
+                statistics = early_statistics()  # the early reply went through h11 after it left, and matched
+                assert statistics["replayed"] == before["replayed"] + 1 and statistics["closed"] == before["closed"]
+        finally:
+            server.shutdown()
+
+
+async def test_the_run_task_delivers_to_a_parked_poll_or_leaves_it_to_the_poll(autojump_clock, tmp_path):
+    """``Run.wait_observation``'s ``deliver``: called once by the run task with the envelope's bytes when the batch
+    that brings it is published; True: the poll returns those bytes; False: the poll returns the envelope itself,
+    as without it. Not called for an envelope the poll finds outstanding."""
+    import orjson
+
+    async with served(tmp_path) as api:
+        run_id, lease, env = await _started(api)
+        run = api.manager.runs[run_id]
+        ra = run.remote[AGENT]
+        calls: list[bytes] = []
+        out: list[object] = []
+        for accept in (True, False):
+            calls.clear()
+            out.clear()
+
+            def deliver(body: object, accept: bool = accept) -> bool:
+                calls.append(orjson.dumps(body))
+                return accept
+
+            async def poll(after: int, deliver=deliver) -> None:
+                out.append(await run.wait_observation(ra, after, 60, deliver))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(poll, env["seq"])
+                await trio.sleep(1)
+                assert not calls and len(ra.deliveries) == 1
+                status, r = await api.submit(run_id, lease, cmd(f"c-{accept}", env["observation_id"]))
+                assert status == 200 and r["status"] == "accepted"
+            assert len(calls) == 1 and orjson.dumps(out[0]) == calls[0] and not ra.deliveries
+            env = json.loads(calls[0])
+            assert env["seq"] == run.remote[AGENT].envelope_seq
+        calls.clear()
+        assert orjson.dumps(await run.wait_observation(ra, env["seq"] - 1, 60, deliver)) == orjson.dumps(
+            ra.envelope.whole())
+        assert not calls

@@ -183,8 +183,11 @@ def register_agent_routes(app: WarrenApp) -> None:
 
 
 # -- the two hot routes: one function each, served by Quart's routes above and by the HTTP lane -----------------
-async def poll_observation(state: AppState, run_id: str, agent_id: str, args: Mapping[str, str]) -> HotReply:
-    """``GET .../agents/{agent}/observations?after=&wait=&lease=``: the agent's next envelope, long-polled."""
+async def poll_observation(state: AppState, run_id: str, agent_id: str, args: Mapping[str, str],
+                           deliver: Callable[[orjson.Fragment], bool] | None = None) -> HotReply:
+    """``GET .../agents/{agent}/observations?after=&wait=&lease=``: the agent's next envelope, long-polled.
+
+    ``deliver``: the HTTP lane's early writer (``Run.wait_observation``); the reply is the same either way."""
     run = state.runs().get(run_id)
     after = int_arg("after", -1, minimum=-1, args=args)
     wait = min(float_arg("wait", 0.0, args), state.config.max_wait_s)
@@ -193,7 +196,7 @@ async def poll_observation(state: AppState, run_id: str, agent_id: str, args: Ma
         if gone is not None:
             raise gone
     ra = run.authenticate(agent_id, args.get("lease"))
-    env = await run.wait_observation(ra, after, wait)
+    env = await run.wait_observation(ra, after, wait, deliver)
     if env is None:
         return NO_CONTENT
     return HotReply(200, orjson.dumps(env))

@@ -20,10 +20,12 @@ goes through ``app.asgi_app`` too, so every test of these routes exercises the l
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
+import orjson
 import trio
 
 from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
@@ -31,6 +33,7 @@ from ..protocol.strict_json import MAX_BODY_BYTES
 from ..runtime.errors import RunError
 from .agent_routes import HotReply, poll_observation, submit_command
 from .hooks import refusal
+from .hypercorn_fixes import EarlyReply, early_reply
 from .replies import BadRequest, parse_json_body
 from .state import WarrenApp
 
@@ -43,6 +46,19 @@ _PROTO_STAMP = (_PROTO_NAME, PROTOCOL_VERSION.encode("latin-1"))
 _JSON = b"application/json"
 # Quart's Response("", status=204) carries its default media type: the lane's 204 is byte for byte the same
 _NO_CONTENT_HEADERS = [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", b"0"), _PROTO_STAMP]
+
+
+def _reply_headers(content_type: bytes, body: bytes) -> list[tuple[bytes, bytes]]:
+    """A lane reply's headers (one function: an early reply and its handler's must be the same)."""
+    return [(b"content-type", content_type), (b"content-length", b"%d" % len(body)), _PROTO_STAMP]
+
+
+def _deliver_early(writer: EarlyReply, envelope: orjson.Fragment) -> bool:
+    """A parked poll's 200, written by the run task as the batch is published (``Run.wait_observation``'s
+    ``deliver``; hypercorn_fixes fix 7): the very bytes its handler answers when it wakes
+    (:func:`~.agent_routes.poll_observation`: ``orjson.dumps`` of the envelope, ``_reply_headers``)."""
+    body = orjson.dumps(envelope)
+    return writer.write(200, _reply_headers(_JSON, body), body)
 
 
 def _plain(scope: dict[str, Any]) -> tuple[str, str, str, int] | None:
@@ -141,10 +157,13 @@ def http_lane(app: WarrenApp, inner: ASGIApp) -> ASGIApp:
         return parse_json_body(bytes(exchange.body), mimetype, ctype, required=True)
 
     async def answer(route: str, run_id: str, agent_id: str, args: Mapping[str, str], exchange: _Exchange,
-                     headers: list[tuple[bytes, bytes]]) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+                     headers: list[tuple[bytes, bytes]], send: Callable[[Any], Awaitable[None]],
+                     ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         try:
             if route == "observations":
-                out: HotReply = await poll_observation(state, run_id, agent_id, args)
+                writer = early_reply(send)
+                deliver = None if writer is None else functools.partial(_deliver_early, writer)
+                out: HotReply = await poll_observation(state, run_id, agent_id, args, deliver)
             else:
                 out = await submit_command(state, run_id, agent_id, args, lambda: read_json(exchange, headers))
         except (RunError, BadRequest) as exc:
@@ -154,8 +173,7 @@ def http_lane(app: WarrenApp, inner: ASGIApp) -> ASGIApp:
             return refusal(exc)
         if out.status == 204:
             return 204, _NO_CONTENT_HEADERS, b""
-        return out.status, [(b"content-type", out.content_type.encode("latin-1")),
-                            (b"content-length", str(len(out.body)).encode("latin-1")), _PROTO_STAMP], out.body
+        return out.status, _reply_headers(out.content_type.encode("latin-1"), out.body), out.body
 
     async def lane(scope: dict[str, Any], receive: Callable[[], Awaitable[Any]],
                    send: Callable[[Any], Awaitable[None]]) -> None:
@@ -169,7 +187,7 @@ def http_lane(app: WarrenApp, inner: ASGIApp) -> ASGIApp:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(exchange.listen, receive)
             with exchange.scope:
-                status, headers, body = await answer(route, run_id, agent_id, args, exchange, scope["headers"])
+                status, headers, body = await answer(route, run_id, agent_id, args, exchange, scope["headers"], send)
                 await send({"type": "http.response.start", "status": status, "headers": headers})
                 await send({"type": "http.response.body", "body": body, "more_body": False})
             nursery.cancel_scope.cancel()

@@ -27,7 +27,7 @@ from ..protocol.models import Receipt
 from ..protocol.verdicts import AgentLedger
 from .errors import RunError
 
-__all__ = ["Lease", "RemoteAgent", "check_lease", "digest", "new_token", "poll_slot", "take_lease"]
+__all__ = ["Delivery", "Lease", "RemoteAgent", "check_lease", "digest", "new_token", "poll_slot", "take_lease"]
 
 TOKEN_BYTES = 24
 
@@ -62,6 +62,16 @@ class Lease:
 
 
 @attrs.define(eq=False)
+class Delivery:
+    """A parked long-poll's way to get its reply written by the run task (``Run.wait_observation``'s ``deliver``):
+    the envelope after ``after`` goes to ``deliver``; ``sent`` keeps the bytes it wrote."""
+
+    after: int
+    deliver: Callable[[Any], bool]
+    sent: Any = None
+
+
+@attrs.define(eq=False)
 class RemoteAgent:
     """Server-side state of one controlled agent: its lease, its ledger, its newest envelope and receipts."""
 
@@ -77,6 +87,7 @@ class RemoteAgent:
     # called on every poke, in the poking task: a WebSocket connection notes the wake without a task of its own,
     # and a multi-agent poll (Run.wait_observations) sets its one event, however many agents it covers
     listeners: list[Callable[[], None]] = attrs.Factory(list)
+    deliveries: list[Delivery] = attrs.Factory(list)  # parked long-polls the run task writes to (Run._deliver)
 
     @property
     def claimed(self) -> bool:

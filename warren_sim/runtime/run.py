@@ -15,7 +15,7 @@ import json
 import math
 import os
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from ..protocol.verdicts import Judgement, judge, record_acceptance
 from .clock import WallMap, unix_now
 from .errors import RunError, too_many_spectators
 from .journal import Journal
-from .leases import RemoteAgent, check_lease, poll_slot, take_lease
+from .leases import Delivery, RemoteAgent, check_lease, poll_slot, take_lease
 from .views import WireEnvelope, current_wire, receipt_with_outcome, run_view
 
 __all__ = ["Run", "RunConfig"]
@@ -223,6 +223,8 @@ class Run:
             elif settled:
                 held += 1
             self.journal.flush()
+            if waiting:
+                self._deliver(waiting)  # after the flush: nothing leaves before the journal has it
             waited = False
             if waiting:
                 with trio.move_on_at(deadline):
@@ -272,6 +274,33 @@ class Run:
         ra.envelope_seq = obs.seq
         ra.answered = False
         ra.poke()
+
+    def _deliver(self, published: list[str]) -> None:
+        """Hand each parked long-poll of the agents just published its envelope's bytes, in this task, one after
+        another (:meth:`wait_observation`'s ``deliver``).
+
+        Why here: the batch's handlers wake together, and trio runs each one to its next checkpoint before the
+        next starts, so a poll's reply used to wait for every handler before it to do its framework's
+        bookkeeping too (~0.3-0.5 ms each: p99 ~ the whole sum at 10,000 polls). Delivered from this pass, the
+        replies leave at the cost of building and writing them only; the handlers do the rest afterwards. A
+        delivery that declines (returns False) leaves that reply to its handler, as before.
+        """
+        for aid in published:
+            ra = self.remote[aid]
+            if not ra.deliveries:
+                continue
+            for entry in list(ra.deliveries):
+                env = current_wire(ra, entry.after)
+                if env is None:
+                    continue
+                body = env.whole()
+                try:
+                    written = entry.deliver(body)
+                except Exception:  # noqa: BLE001 - a writer's failure is its handler's to meet, not the run's
+                    written = False
+                if written:
+                    entry.sent = body
+                    ra.deliveries.remove(entry)
 
     async def _wait_answers(self, waiting: list[str]) -> bool:
         """Wait until no claimed agent of the batch owes an answer; True if that meant waiting at all.
@@ -462,22 +491,38 @@ class Run:
             self.briefings[agent_id] = briefing(self.sim, agent_id)
         return self.briefings[agent_id]
 
-    async def wait_observation(self, ra: RemoteAgent, after: int, wait: float) -> orjson.Fragment | None:
+    async def wait_observation(self, ra: RemoteAgent, after: int, wait: float,
+                               deliver: Callable[[orjson.Fragment], bool] | None = None) -> orjson.Fragment | None:
         """The outstanding envelope with ``seq > after`` (serialized, once per envelope: ``WireEnvelope.whole``),
         waiting up to ``wait`` s; None on timeout.
 
         At most ``max_polls_per_lease`` of these run at once per lease (call right after ``authenticate``);
         one more is refused with 429 (:func:`~warren_sim.runtime.leases.poll_slot`).
+
+        ``deliver``: called by the run task with the envelope's bytes when the batch that brings it is
+        published, while this poll is parked (:meth:`_deliver`); it writes the reply then and there and
+        returns True, or returns False and the reply is this caller's to send, as without it. Once it
+        returned True, this returns those bytes whatever else happened meanwhile (the wait ran out, the run
+        ended): they are what the client received.
         """
-        with poll_slot(ra, self.config.max_polls_per_lease), trio.move_on_after(wait):
-            while True:
-                if self.is_ended:
-                    raise no_more_observations(self.run_id, self.status, self.error)
-                env = current_wire(ra, after)
-                if env is not None:
-                    return env.whole()
-                await ra.changed.wait()
-        return None
+        entry = None if deliver is None else Delivery(after, deliver)
+        try:
+            with poll_slot(ra, self.config.max_polls_per_lease), trio.move_on_after(wait):
+                while True:
+                    if entry is not None and entry.sent is not None:
+                        return entry.sent
+                    if self.is_ended:
+                        raise no_more_observations(self.run_id, self.status, self.error)
+                    env = current_wire(ra, after)
+                    if env is not None:
+                        return env.whole()
+                    if entry is not None and entry not in ra.deliveries:
+                        ra.deliveries.append(entry)
+                    await ra.changed.wait()
+        finally:
+            if entry is not None and entry in ra.deliveries:
+                ra.deliveries.remove(entry)
+        return None if entry is None else entry.sent
 
     async def wait_observations(self, wanted: list[tuple[RemoteAgent, int]], wait: float,
                                 parts: tuple[str, ...] | None = None) -> list[WireEnvelope]:

@@ -39,6 +39,7 @@ def main() -> None:
     p.add_argument("--poll", default="single")
     p.add_argument("--agents", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--no-answers", action="store_true", help="the lean client's pass without its noop answers")
     args = p.parse_args()
     trees = [(t.split("=", 1)[0], Path(t.split("=", 1)[1]).resolve()) for t in args.tree]
     scale.ServerProcess = _TreeServer  # type: ignore[misc]
@@ -46,7 +47,7 @@ def main() -> None:
         for name, tree in trees:
             _TreeServer.tree = tree
             load0 = os.getloadavg()[0]
-            out = scale.served(args.agents, poll=args.poll, poll_client=args.client)
+            out = scale.served(args.agents, poll=args.poll, poll_client=args.client, answers=not args.no_answers)
             lat = out["wake_latency_ms"]
             print(json.dumps({"round": r, "server": name, "client": args.client, "poll": args.poll,
                               "load1_before": load0, "load1_after": os.getloadavg()[0],
