@@ -920,6 +920,8 @@ async def _scale_single_lean(args: argparse.Namespace, run_id: str, ids: list[st
         statuses[str(status)] = statuses.get(str(status), 0) + 1
     for kind, count in swarm.errors.items():
         statuses[kind] = statuses.get(kind, 0) + count
+    for kind, count in swarm.retried.items():  # reported with httpx's retries (transport_retries)
+        _RETRIED[f"poll {kind}"] = _RETRIED.get(f"poll {kind}", 0) + count
     return {"replies": [(t, body) for t, status, body in swarm.replies.values() if status == 200],
             "statuses": statuses, "sent": swarm.sent, "rss": rss, "hold_s": hold_s, "quiet_s": quiet_s,
             "woke_at": woke_at, "not_measured": not_measured, "timed_out": overall.cancelled_caught}

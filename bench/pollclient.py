@@ -36,7 +36,7 @@ MAX_ASKS = 10  # a poll whose wait ran out (204) is asked again, at most this ma
 
 
 class _Poll:
-    __slots__ = ("asks", "body_start", "buf", "key", "need", "request", "sock", "status")
+    __slots__ = ("asks", "body_start", "buf", "counted", "key", "need", "request", "sock", "status")
 
     def __init__(self, key: str, request: bytes) -> None:
         self.key = key
@@ -47,14 +47,16 @@ class _Poll:
         self.status = 0
         self.asks = 0
         self.body_start = 0
+        self.counted = False  # its request was written once (``PollSwarm.sent``)
 
 
 class PollSwarm:
     """Long-polls on their own sockets, driven by :meth:`run` in a thread; :meth:`add` from any thread.
 
     Results: ``replies[key] = (received_unix, status, body)`` for every poll answered with something other
-    than 204; ``errors[kind]`` counts the polls that failed (refused, reset, closed, malformed); ``sent`` counts
-    requests fully written (each poll's first)."""
+    than 204; ``errors[kind]`` counts the polls that failed (refused, reset, closed, malformed) ``MAX_ASKS`` times,
+    ``retried[kind]`` the connections lost before a reply whose poll was asked again on a new one (as httpx's
+    retries of closed keep-alives); ``sent`` counts polls whose first request was written."""
 
     def __init__(self, host: str, port: int, headers: dict[str, str], *, max_connecting: int = 500) -> None:
         self.host, self.port = host, port
@@ -62,6 +64,7 @@ class PollSwarm:
         self.max_connecting = max_connecting
         self.replies: dict[str, tuple[float, int, bytes]] = {}
         self.errors: dict[str, int] = {}
+        self.retried: dict[str, int] = {}  # polls asked again on a new connection, by what ended the old one
         self.sent = 0
         self.expected = 0
         self._pending: deque[_Poll] = deque()
@@ -100,11 +103,18 @@ class PollSwarm:
         return len(self.replies) + sum(self.errors.values())
 
     def _fail(self, p: _Poll, kind: str) -> None:
-        self.errors[kind] = self.errors.get(kind, 0) + 1
         if p.sock is not None:
             self._sel.unregister(p.sock)
             p.sock.close()
             p.sock = None
+        if p.asks < MAX_ASKS and kind != "malformed":  # a connection lost before any reply: asked again, anew
+            self.retried[kind] = self.retried.get(kind, 0) + 1
+            p.buf.clear()
+            p.need = -1
+            with self._lock:
+                self._pending.append(p)
+            return
+        self.errors[kind] = self.errors.get(kind, 0) + 1
 
     def _open_some(self) -> None:
         while self._connecting < self.max_connecting:
@@ -121,7 +131,8 @@ class PollSwarm:
             if code not in (0, errno.EINPROGRESS):
                 s.close()
                 p.sock = None
-                self.errors["connect"] = self.errors.get("connect", 0) + 1
+                p.asks += 1
+                self._fail(p, "connect")
                 continue
             self._connecting += 1
             self._sel.register(s, selectors.EVENT_WRITE, p)
@@ -130,11 +141,14 @@ class PollSwarm:
         assert p.sock is not None
         self._connecting -= 1
         if p.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+            p.asks += 1
             self._fail(p, "connect")
             return
         self._ask(p)
         if p.sock is not None:
-            self.sent += 1
+            if not p.counted:
+                p.counted = True
+                self.sent += 1
             self._sel.modify(p.sock, selectors.EVENT_READ, p)
 
     def _ask(self, p: _Poll) -> None:

@@ -361,8 +361,8 @@ async def test_the_run_task_delivers_to_a_parked_poll_or_leaves_it_to_the_poll(a
             calls.clear()
             out.clear()
 
-            def deliver(body: object, accept: bool = accept) -> bool:
-                calls.append(orjson.dumps(body))
+            def deliver(body: bytes, accept: bool = accept) -> bool:
+                calls.append(body)
                 return accept
 
             async def poll(after: int, deliver=deliver) -> None:

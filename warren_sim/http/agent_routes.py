@@ -184,7 +184,7 @@ def register_agent_routes(app: WarrenApp) -> None:
 
 # -- the two hot routes: one function each, served by Quart's routes above and by the HTTP lane -----------------
 async def poll_observation(state: AppState, run_id: str, agent_id: str, args: Mapping[str, str],
-                           deliver: Callable[[orjson.Fragment], bool] | None = None) -> HotReply:
+                           deliver: Callable[[bytes], bool] | None = None) -> HotReply:
     """``GET .../agents/{agent}/observations?after=&wait=&lease=``: the agent's next envelope, long-polled.
 
     ``deliver``: the HTTP lane's early writer (``Run.wait_observation``); the reply is the same either way."""

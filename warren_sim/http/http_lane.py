@@ -25,7 +25,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
-import orjson
 import trio
 
 from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
@@ -53,11 +52,10 @@ def _reply_headers(content_type: bytes, body: bytes) -> list[tuple[bytes, bytes]
     return [(b"content-type", content_type), (b"content-length", b"%d" % len(body)), _PROTO_STAMP]
 
 
-def _deliver_early(writer: EarlyReply, envelope: orjson.Fragment) -> bool:
+def _deliver_early(writer: EarlyReply, body: bytes) -> bool:
     """A parked poll's 200, written by the run task as the batch is published (``Run.wait_observation``'s
-    ``deliver``; hypercorn_fixes fix 7): the very bytes its handler answers when it wakes
-    (:func:`~.agent_routes.poll_observation`: ``orjson.dumps`` of the envelope, ``_reply_headers``)."""
-    body = orjson.dumps(envelope)
+    ``deliver``, ``body`` the envelope's bytes; hypercorn_fixes fix 7): the very bytes its handler answers when it
+    wakes (:func:`~.agent_routes.poll_observation`: ``orjson.dumps`` of the same envelope, ``_reply_headers``)."""
     return writer.write(200, _reply_headers(_JSON, body), body)
 
 

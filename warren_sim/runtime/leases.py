@@ -64,10 +64,10 @@ class Lease:
 @attrs.define(eq=False)
 class Delivery:
     """A parked long-poll's way to get its reply written by the run task (``Run.wait_observation``'s ``deliver``):
-    the envelope after ``after`` goes to ``deliver``; ``sent`` keeps the bytes it wrote."""
+    the envelope after ``after`` goes to ``deliver`` (its bytes); ``sent`` keeps them once written (a Fragment)."""
 
     after: int
-    deliver: Callable[[Any], bool]
+    deliver: Callable[[bytes], bool]
     sent: Any = None
 
 

@@ -65,13 +65,14 @@ class WireEnvelope:
     adjudicated, when the engine's lazy observation still shows the world it was made from.
     """
 
-    __slots__ = ("_full", "_shaped", "deadline_unix", "obs", "run_id")
+    __slots__ = ("_full", "_shaped", "_whole_raw", "deadline_unix", "obs", "run_id")
 
     def __init__(self, run_id: str, obs: Observation, deadline_unix: float) -> None:
         # rounded as on the wire (ms); a batch's publisher rounds once and passes the rounded value (the same)
         self.run_id, self.obs, self.deadline_unix = run_id, obs, round(deadline_unix, 3)
         self._full: dict[str, Any] | None = None
         self._shaped: dict[tuple[str, ...], orjson.Fragment] | None = None  # made when first shaped
+        self._whole_raw: bytes | None = None  # the whole envelope's bytes, which its Fragment wraps
 
     @property
     def seq(self) -> int:
@@ -111,12 +112,23 @@ class WireEnvelope:
             shaped = self._shaped = {}
         got = shaped.get(parts)
         if got is None:
-            got = shaped[parts] = orjson.Fragment(orjson.dumps(self.narrowed(parts)))
+            raw = orjson.dumps(self.narrowed(parts))
+            if parts == WHOLE:
+                self._whole_raw = raw
+            got = shaped[parts] = orjson.Fragment(raw)
         return got
 
     def whole(self) -> orjson.Fragment:
         """The whole envelope's bytes (HTTP's long-poll body): ``full()`` serialized, built and kept as bytes."""
         return self.shaped(WHOLE)
+
+    def whole_bytes(self) -> bytes:
+        """``whole()``'s bytes themselves (a Fragment does not give them back): a reply written straight into a
+        socket (``Run._deliver``) without copying them out of a Fragment first."""
+        if self._whole_raw is None:
+            self.shaped(WHOLE)
+        assert self._whole_raw is not None
+        return self._whole_raw
 
     def _identity(self) -> dict[str, Any]:
         obs = self.obs
