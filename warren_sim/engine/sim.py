@@ -305,12 +305,6 @@ class Simulation:
                 self._emit({"kind": "command", "t": t, "agent": aid, "observation_id": obs.observation_id,
                             "command": obs.answer, "source": obs.source})
             apply(obs._agent, obs)
-            view = obs._view
-            if view is not None:  # view._detach(obs.observation_id), inline: no reference cycle left behind
-                view._obs, view._gone = None, obs.observation_id
-                place = view._built.get("place")  # the one nested view (perception.NESTED_VIEWS)
-                if place is not None:
-                    place._obs, place._gone = None, view._gone
         pending.clear()
         self.batch = None
         self.batch_no += 1
