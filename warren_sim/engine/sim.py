@@ -284,27 +284,27 @@ class Simulation:
     def adjudicate(self) -> None:
         """Apply every answer of the batch, in a permutation of agent ids drawn from the seeded RNG."""
         pending = self.pending
-        for obs in pending.values():
+        order = list(pending.values())  # advance() filled it in id order: sorted already
+        for obs in order:
             if obs.answer is None:
                 raise EngineError(f"answers missing for {', '.join(sorted(self.unanswered()))}")
-        order = list(pending)  # advance() filled it in id order: sorted already
-        if len(order) > 1:
+        if len(order) > 1:  # the observations are drawn in order, as their ids were (the same draws, same permutation)
             if FAST_SHUFFLE:
                 _inline_shuffle(self.rng.getrandbits, order)
             else:
                 self.rng.shuffle(order)
-        t = self.time
-        record = self.record
-        if record:
-            self._emit({"kind": "batch", "t": t, "order": order})
         self.decisions += len(order)
         apply = self._apply
-        for aid in order:
-            obs = pending[aid]
-            if record:
-                self._emit({"kind": "command", "t": t, "agent": aid, "observation_id": obs.observation_id,
+        if self.record:
+            t = self.time
+            self._emit({"kind": "batch", "t": t, "order": [obs.agent_id for obs in order]})
+            for obs in order:
+                self._emit({"kind": "command", "t": t, "agent": obs.agent_id, "observation_id": obs.observation_id,
                             "command": obs.answer, "source": obs.source})
-            apply(obs._agent, obs)
+                apply(obs._agent, obs)
+        else:
+            for obs in order:
+                apply(obs._agent, obs)
         pending.clear()
         self.batch = None
         self.batch_no += 1
