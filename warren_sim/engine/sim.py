@@ -345,11 +345,10 @@ class Simulation:
                 self._interrupt(agent, current, f"replaced by {tool.name} at t={t}ms")
             durative = tool.durative
             if durative:
-                self._action_token += 1
-                action = Action(agent.id, tool.lane, tool.name, args, oid, t, t + duration,
-                                self._action_token, dest)
-                lanes[tool.lane] = action
-                heappush(self._heap, (action.until, COMPLETION, self._next_seq(), agent.id, action.token))
+                token = self._action_token = self._action_token + 1
+                until = t + duration
+                lanes[tool.lane] = Action(agent.id, tool.lane, tool.name, args, oid, t, until, token, dest)
+                heappush(self._heap, (until, COMPLETION, self._next_seq(), agent.id, token))
             else:
                 rules.apply_instant(self, agent, tool, args)
             # _accepted(agent, oid, tool.name), inline: the commonest outcome (not stored: see outcome_of)
@@ -364,10 +363,10 @@ class Simulation:
             if len(events) > MAX_EVENTS:
                 del events[0]
                 agent.events_dropped += 1
-            if not durative:
+            if not durative:  # (a durative action holds its lane now: the agent is not idle)
                 self._wake(agent, t + self.conv.tick_ms, "done")
-            if lanes["body"] is None and lanes["voice"] is None:
-                self._wake(agent, t + self.conv.idle_wake_ms, "idle")
+                if lanes["body"] is None and lanes["voice"] is None:
+                    self._wake(agent, t + self.conv.idle_wake_ms, "idle")
             return
         if self.record:  # accepted (not stored: see outcome_of)
             self._emit({"kind": "outcome", "t": t, "agent": agent.id, "observation_id": oid,
