@@ -14,11 +14,11 @@ from openapi_spec_validator import validate as validate_openapi
 from sdkhelpers import in_process
 
 from warren_sim.client import briefing_hash
-from warren_sim.conformance import Seen, response_problems
 from warren_sim.http.app import create_app
 from warren_sim.protocol.converter import converter
 from warren_sim.protocol.models import ClaimResponse, Envelope, Receipt, RunCreate, problem
 from warren_sim.protocol.openapi import ENDPOINTS, expected_response, openapi_document
+from warren_sim.protocol.response_check import Seen, response_problems
 from warren_sim.protocol.schema_registry import (
     load_schema,
     schema_id,
