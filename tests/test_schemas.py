@@ -133,6 +133,30 @@ def test_openapi_covers_every_http_route_of_the_app():
     assert {(m.upper(), p) for p, ops in paths.items() for m in ops} == described
 
 
+def test_every_route_still_builds_its_url_with_lazily_compiled_builders():
+    """The app's rules compile their URL builders on first use (http/state.py LazyBuilderRule): what they build
+    is what Werkzeug's eagerly compiled builders build, for every route, known and unknown arguments alike."""
+    from quart.routing import QuartMap, QuartRule
+
+    app = create_app(ServerConfig(data_dir=None))
+    eager = QuartMap()
+    lazy = app.url_map.bind("localhost")
+    built = 0
+    for rule in app.url_map.iter_rules():
+        eager.add(QuartRule(rule.rule, endpoint=rule.endpoint, methods=rule.methods, websocket=rule.websocket))
+        args = {name: f"x-{name}" for name in rule.arguments}
+        for extra in ({}, {"after": "3"}):
+            method = "GET" if "GET" in rule.methods else next(iter(rule.methods))
+            want = eager.bind("localhost").build(rule.endpoint, {**args, **extra}, method=method,
+                                                 url_scheme="ws" if rule.websocket else "http")
+            got = lazy.build(rule.endpoint, {**args, **extra}, method=method,
+                             url_scheme="ws" if rule.websocket else "http")
+            assert got == want
+            assert all(value in got for value in args.values()) and ("after=3" in got) == bool(extra)
+            built += 1
+    assert built >= 2 * 20  # every route, twice
+
+
 def test_openapi_lists_every_status_with_problem_bodies():
     """The document names 200/201/204/400/401/403/404/409/410/413/422 and every error answers problem+json."""
     doc = openapi_document()
