@@ -29,15 +29,18 @@ TEST_FILE = "tests/test_protocol_transports.py"
 TARGET_S = 2.0
 
 
-def pytest_argv(*extra: str) -> list[str]:
-    """The warp suite's command (run with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``: see ``suite_env``)."""
-    return [sys.executable, "-m", "pytest", TEST_FILE, "-k", SELECT, "-p", "no:cacheprovider", "-p", "pytest_trio.plugin",
+def pytest_argv(*extra: str, autoload: bool = False) -> list[str]:
+    """The warp suite's command (run with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``: see ``suite_env``); with
+    ``autoload``, pytest-trio comes by its entry point like every other plugin (naming it too would load it twice)."""
+    plugin = [] if autoload else ["-p", "pytest_trio.plugin"]
+    return [sys.executable, "-m", "pytest", TEST_FILE, "-k", SELECT, "-p", "no:cacheprovider", *plugin,
             # the project's addopts ask for pytest-xdist (-n auto), which autoload-off does not load
             "-o", "addopts=-q", *extra]
 
 
 def suite_env(autoload: bool = False) -> dict[str, str]:
-    """The suite's environment: third-party plugins are not autoloaded (``-p pytest_trio.plugin`` loads the one it needs)."""
+    """The suite's environment: third-party plugins are not autoloaded (``-p pytest_trio.plugin`` loads the one
+    it needs)."""
     env = bench_env()
     if autoload:
         env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
@@ -49,7 +52,7 @@ def suite_env(autoload: bool = False) -> dict[str, str]:
 def once(autoload: bool = False) -> dict[str, Any]:
     """One run of the suite; ``autoload=True``: every installed plugin autoloaded (the cost it avoids)."""
     env = suite_env(autoload)
-    argv = pytest_argv()
+    argv = pytest_argv(autoload=autoload)
     t0 = wall_seconds()
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
     wall = wall_seconds() - t0
