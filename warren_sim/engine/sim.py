@@ -143,7 +143,7 @@ class Simulation:
         # (perception.perceived): owned by the simulation, so runs and threads never share one
         self.perceived_batch = -1
         self.perceived_table: dict[Any, Any] = {}
-        self._event_wakes: list[Agent] = []  # told of an event this instant: woken at its end if idle
+        self._event_wakes: list[Agent] = []  # told of an event this instant while idle: woken at its end if idle
         # While advance() runs through the entries of instant t, a wake due at t joins that instant's woken agents
         # directly (what pushing it and popping it again before the instant ends did): see _wake.
         self._instant = -1
@@ -512,9 +512,21 @@ class Simulation:
         if not audience:
             return
         shared = {"time": self.time, **event}
-        for agent in audience:  # the cap of MAX_EVENTS is applied once per agent, by _flush_event_wakes
-            agent.events.append(shared)
-        self._event_wakes.extend(audience)
+        wakes = self._event_wakes
+        for agent in audience:
+            events = agent.events
+            events.append(shared)
+            if len(events) > MAX_EVENTS:
+                del events[0]
+                agent.events_dropped += 1
+            lanes = agent.lanes
+            # Only an agent idle now can be idle once the instant is settled with no wake due at the event's
+            # (what _flush_event_wakes wakes), so only those are queued: the crowd walking through is not visited
+            # twice. One busy now becomes idle within the instant only by its action ending (completed or
+            # interrupted: woken now) or by its own answer replacing it with an instant tool (woken at t + tick_ms
+            # for "done", which outranks "event"): either way the event's wake would change nothing.
+            if lanes["body"] is None and lanes["voice"] is None:
+                wakes.append(agent)
 
     def notify_place(self, cell: Any, event: dict[str, Any], actor: str | None) -> None:
         """Tell everyone within reach of ``cell`` (except the actor) what changed; wake the idle ones."""
@@ -528,13 +540,7 @@ class Simulation:
         """
         wake_at = self.time + self.conv.tick_ms
         now = self.time
-        for other in dict.fromkeys(self._event_wakes):  # each once, in the order they were told
-            events = other.events
-            if len(events) > MAX_EVENTS:
-                # notify appends without the cap (once per agent told, not per event): the oldest go here, before
-                # anyone observes them, as if each append had dropped one (the same last MAX_EVENTS, the same count)
-                other.events_dropped += len(events) - MAX_EVENTS
-                del events[:-MAX_EVENTS]
+        for other in dict.fromkeys(self._event_wakes):  # each once, in the order they were told while idle
             lanes = other.lanes
             if lanes["body"] is None and lanes["voice"] is None and other.wake_time != now:
                 self._wake(other, wake_at, "event")  # (one waking now sees the event anyway)
