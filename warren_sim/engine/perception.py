@@ -317,7 +317,7 @@ def observe(sim: Simulation, agent: Agent, reason: str) -> Observation:
     return Observation(sim, agent, reason)
 
 
-# The observation's fields, each built from the Observation on first access (see ObservationView). The
+# The observation's fields, each built from the Observation on first access (see Observation.view). The
 # order is the wire order of the object: ``Observation.observation`` lists them in this order.
 def _f_busy(o: Observation) -> list[dict[str, Any]]:
     lanes = o._agent.lanes
