@@ -5,10 +5,13 @@
 the wall time of the whole subprocess (interpreter start, imports, collection included) and pytest's own
 duration (its ``in N s`` line). Target: < 2 s of wall time.
 
-The suite runs with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` and ``-p trio``: it needs pytest-trio and nothing
-else, and importing every plugin installed in the venv (schemathesis's, hypothesis's, anyio's...) was about
-half of its wall time, the half that grows first on a busy machine. The same tests with autoloading on are
-measured next to it, as the cost avoided.
+The suite runs with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`` and ``-p pytest_trio.plugin``: it needs pytest-trio and
+nothing else, and importing every plugin installed in the venv (schemathesis's, hypothesis's, anyio's...) was
+about half of its wall time, the half that grows first on a busy machine. The same tests with autoloading on are
+measured next to it, as the cost avoided. The plugin is named by its module, not by its entry point's name
+(``-p trio``): pytest marks a ``-p`` name for assertion rewriting, and ``trio`` is the trio package, so its 58
+modules were parsed and rewritten on every run wherever bytecode is not written (``PYTHONDONTWRITEBYTECODE``,
+set in this machine's shell and in many CI images).
 """
 
 from __future__ import annotations
@@ -26,15 +29,18 @@ TEST_FILE = "tests/test_protocol_transports.py"
 TARGET_S = 2.0
 
 
-def pytest_argv(*extra: str) -> list[str]:
-    """The warp suite's command (run with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``: see ``suite_env``)."""
-    return [sys.executable, "-m", "pytest", TEST_FILE, "-k", SELECT, "-p", "no:cacheprovider", "-p", "trio",
+def pytest_argv(*extra: str, autoload: bool = False) -> list[str]:
+    """The warp suite's command (run with ``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``: see ``suite_env``); with
+    ``autoload``, pytest-trio comes by its entry point like every other plugin (naming it too would load it twice)."""
+    plugin = [] if autoload else ["-p", "pytest_trio.plugin"]
+    return [sys.executable, "-m", "pytest", TEST_FILE, "-k", SELECT, "-p", "no:cacheprovider", *plugin,
             # the project's addopts ask for pytest-xdist (-n auto), which autoload-off does not load
             "-o", "addopts=-q", *extra]
 
 
 def suite_env(autoload: bool = False) -> dict[str, str]:
-    """The suite's environment: third-party plugins are not autoloaded (``-p trio`` loads the one it needs)."""
+    """The suite's environment: third-party plugins are not autoloaded (``-p pytest_trio.plugin`` loads the one
+    it needs)."""
     env = bench_env()
     if autoload:
         env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
@@ -46,7 +52,7 @@ def suite_env(autoload: bool = False) -> dict[str, str]:
 def once(autoload: bool = False) -> dict[str, Any]:
     """One run of the suite; ``autoload=True``: every installed plugin autoloaded (the cost it avoids)."""
     env = suite_env(autoload)
-    argv = pytest_argv()
+    argv = pytest_argv(autoload=autoload)
     t0 = wall_seconds()
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
     wall = wall_seconds() - t0

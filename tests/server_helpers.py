@@ -8,10 +8,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from warren_sim.conformance import Seen, response_problems
 from warren_sim.http.app import create_app
+from warren_sim.protocol.response_check import Seen, response_problems
 from warren_sim.protocol.schema_registry import validation_errors
 from warren_sim.runtime.manager import ServerConfig
 
@@ -52,7 +50,7 @@ class Api:
         if path.startswith("/v1"):
             assert r.headers.get("X-Warren-Protocol") == "warren-agent/0"
             if r.status_code != 405:  # the endpoint table documents what each route answers
-                seen = Seen(method, path.split("?")[0], r.status_code, httpx.Headers(list(r.headers.items())), data)
+                seen = Seen(method, path.split("?")[0], r.status_code, r.headers, data)
                 problems = [p for p in response_problems(seen, validation_errors)
                             if not p.startswith("no warren-agent/0 endpoint")]  # unknown routes: 404 checked above
                 assert problems == [], f"{method} {path} -> {r.status_code} breaks its schema: {problems}"

@@ -144,3 +144,56 @@ def test_busy_lists_the_running_action() -> None:
     assert alice.observation["busy"] == [{"lane": "body", "action": "move_to", "args": {"dest": "shed"},
                                           "started_ms": 0, "until_ms": 5000}]
     assert "You are busy: move_to {'dest': 'shed'} until t=5s." in alice.text
+
+
+def test_the_view_is_a_read_only_mapping_of_the_observation_fields() -> None:
+    """``obs.view`` is the observation itself, read as a mapping: the wire fields in the wire order, each built on
+    first read and the same object on every later read, before and after adjudication."""
+    from collections.abc import Mapping
+
+    from warren_sim.engine.perception import ObservationView, StaleObservation
+
+    sim = make_sim(items=[item("saw-1", "yard")])
+    batch = sim.advance()
+    assert batch is not None
+    alice = obs_of(batch, "alice")
+    view = alice.view
+    assert view is alice and isinstance(view, Mapping)
+    assert list(view) == list(view.keys()) == list(alice.observation) and len(view) == len(alice.observation)
+    assert "busy" in view and "nope" not in view and view.get("nope") is None
+    with pytest.raises(KeyError):
+        view["nope"]
+    place = view["place"]
+    assert isinstance(place, ObservationView) and place["items"] == [{"id": "saw-1", "kind": "saw", "name": "a saw"}]
+    assert dict(view.items())["you"] is view["you"] and dict(place) == alice.observation["place"]
+    you = view["you"]
+    bob = obs_of(batch, "bob")
+    bob_place = bob.view["place"]  # read, but none of its own fields
+    for obs in batch.observations:
+        sim.answer(obs.agent_id, {"noop": True})
+    sim.adjudicate()
+    assert alice.view["you"] is you and place["items"] == [{"id": "saw-1", "kind": "saw", "name": "a saw"}]
+    with pytest.raises(StaleObservation, match="before answering"):
+        bob.view["you"]
+    with pytest.raises(StaleObservation, match="before answering"):
+        bob_place["items"]  # a nested field never read before adjudication refuses too
+    assert bob.view["place"] is bob_place
+
+
+def test_reading_observations_leaves_no_reference_cycle() -> None:
+    """A headless run whose policies read the view (the warren foragers read ``busy``, ``you``, ``objectives`` and
+    ``place``) leaves nothing for the cyclic garbage collector: the view refers to no other object that refers
+    back (bench/results/r5-perf-engine2.md), so observations are freed as soon as they are let go."""
+    import gc
+
+    from warren_sim.engine import run_headless
+    from warren_sim.scenarios import instantiate
+
+    sim, policies = instantiate(load_scenario("warren", {"agents": 50}), 0, "solution", record=False)
+    gc.collect()
+    gc.disable()
+    try:
+        assert run_headless(sim, policies)["status"] == "completed"
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import json
 import socket
 
@@ -206,3 +207,23 @@ def test_socket_module_is_loopback_only_by_default(tmp_path):
         assert socket.inet_aton(s.address[0])
         code, err = s.stop()
     assert code == 0 and "warning" not in err.lower()
+
+
+async def test_serving_thresholds_and_frozen_startup_objects_are_undone_at_stop(tmp_path):
+    """warren serve's collector settings (start_server's gc_thresholds): set while serving, with what exists
+    once the app is made frozen out of full passes; both undone when the server stops. A request is served."""
+    import gc
+
+    from warren_sim.http.server import SERVER_GC_THRESHOLDS
+
+    before = gc.get_threshold()
+    gc.unfreeze()  # this test process froze its imports (conftest); count the server's own freeze only
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(functools.partial(start_server, ServerConfig(data_dir=None), "127.0.0.1", 0,
+                                                       gc_thresholds=SERVER_GC_THRESHOLDS))
+        assert gc.get_threshold() == SERVER_GC_THRESHOLDS
+        assert gc.get_freeze_count() > 10_000  # modules, classes and the app
+        async with httpx.AsyncClient(base_url=server.url, headers=PROTO) as c:
+            assert (await c.get("/v1")).status_code == 200
+        server.shutdown()
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0

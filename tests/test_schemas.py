@@ -14,11 +14,11 @@ from openapi_spec_validator import validate as validate_openapi
 from sdkhelpers import in_process
 
 from warren_sim.client import briefing_hash
-from warren_sim.conformance import Seen, response_problems
 from warren_sim.http.app import create_app
 from warren_sim.protocol.converter import converter
 from warren_sim.protocol.models import ClaimResponse, Envelope, Receipt, RunCreate, problem
 from warren_sim.protocol.openapi import ENDPOINTS, expected_response, openapi_document
+from warren_sim.protocol.response_check import Seen, response_problems
 from warren_sim.protocol.schema_registry import (
     load_schema,
     schema_id,
@@ -131,6 +131,30 @@ def test_openapi_covers_every_http_route_of_the_app():
     assert routes == described
     paths = openapi_document()["paths"]
     assert {(m.upper(), p) for p, ops in paths.items() for m in ops} == described
+
+
+def test_every_route_still_builds_its_url_with_lazily_compiled_builders():
+    """The app's rules compile their URL builders on first use (http/state.py LazyBuilderRule): what they build
+    is what Werkzeug's eagerly compiled builders build, for every route, known and unknown arguments alike."""
+    from quart.routing import QuartMap, QuartRule
+
+    app = create_app(ServerConfig(data_dir=None))
+    eager = QuartMap()
+    lazy = app.url_map.bind("localhost")
+    built = 0
+    for rule in app.url_map.iter_rules():
+        eager.add(QuartRule(rule.rule, endpoint=rule.endpoint, methods=rule.methods, websocket=rule.websocket))
+        args = {name: f"x-{name}" for name in rule.arguments}
+        for extra in ({}, {"after": "3"}):
+            method = "GET" if "GET" in rule.methods else next(iter(rule.methods))
+            want = eager.bind("localhost").build(rule.endpoint, {**args, **extra}, method=method,
+                                                 url_scheme="ws" if rule.websocket else "http")
+            got = lazy.build(rule.endpoint, {**args, **extra}, method=method,
+                             url_scheme="ws" if rule.websocket else "http")
+            assert got == want
+            assert all(value in got for value in args.values()) and ("after=3" in got) == bool(extra)
+            built += 1
+    assert built >= 2 * 20  # every route, twice
 
 
 def test_openapi_lists_every_status_with_problem_bodies():

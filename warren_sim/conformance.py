@@ -26,7 +26,7 @@ import trio
 
 from .client import briefing_hash, mint_command_id
 from .protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_HEADER, PROTOCOL_VERSION
-from .protocol.openapi import expected_response
+from .protocol.response_check import Seen, response_problems
 
 __all__ = ["RULES", "Checker", "RuleResult", "format_report", "run_conformance"]
 
@@ -74,17 +74,6 @@ class RuleResult:
     title: str
     passed: bool | None
     detail: str = ""
-
-
-@attrs.frozen
-class Seen:
-    """One recorded response."""
-
-    method: str
-    path: str
-    status: int
-    headers: httpx.Headers
-    content: bytes
 
 
 class RuleFailed(Exception):
@@ -427,29 +416,6 @@ class Checker:
                 pass
         self.judge_responses()
         return [self.results.get(r) or RuleResult(r, t, False, "not reached") for r, t in RULES]
-
-
-def response_problems(seen: Seen, validation_errors: Callable[[object, str], list[str]]) -> list[str]:
-    """What is wrong with one response against the protocol's endpoint table and schemas (empty: fine)."""
-    try:
-        expected = expected_response(seen.method, seen.path, seen.status)
-    except LookupError as exc:
-        return [str(exc)]
-    if expected is None:
-        return [f"status {seen.status} is not one this endpoint answers"]
-    media, schema = expected
-    if media is None:
-        return [] if seen.content == b"" else [f"a {seen.status} must have no body"]
-    ctype = seen.headers.get("content-type", "").split(";")[0].strip()
-    if ctype != media:
-        return [f"content-type {ctype!r}, expected {media!r}"]
-    if schema is None:
-        return []
-    try:
-        data = json.loads(seen.content)
-    except ValueError as exc:
-        return [f"the body is not JSON: {exc}"]
-    return validation_errors(data, schema)
 
 
 def format_report(url: str, results: list[RuleResult]) -> str:

@@ -58,8 +58,9 @@ def run_headless(sim: Simulation, policies: Mapping[str, Policy], *,
             policy = policies[obs.agent_id]
             answer = policy.decide(obs)
             # answer_or_noop and sim.answer for a command dict that validates, inline (the hot path); anything
-            # else takes answer_or_noop. The observation is fresh: it has no answer yet.
-            if type(answer) is dict and "invalid" not in answer and validate(sim, obs._agent, obs, answer) is None:
+            # else takes answer_or_noop (a policy's {"invalid": ...} never validates: it is no command). The
+            # observation is fresh: it has no answer yet.
+            if type(answer) is dict and validate(sim, obs._agent, obs, answer) is None:
                 obs.answer, obs.source = answer, "policy"
                 continue
             command, invalid = answer_or_noop(sim, obs.agent_id, obs.observation_id, answer)

@@ -9,8 +9,8 @@ command is validated against.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import StaleObservation
 from .world import Agent, cell_name
@@ -23,47 +23,40 @@ TELL_CHOICES_LIMIT = 64
 _NONE: tuple[()] = ()  # "no messages/events since the last wake", shared (a field built from it is a new [])
 
 
-class ObservationView(Mapping[str, Any]):
-    """Fields of an observation built on first access and kept (the world does not change within a batch).
+class _Source(Protocol):
+    """What a field's builder reads: the simulation and the agent (an :class:`Observation` or a nested view)."""
 
-    A read-only mapping, so a policy written against the plain dict (``o["you"]["place"]``) reads it
+    _sim: Simulation
+    _agent: Agent
+
+
+class ObservationView(Mapping[str, Any]):
+    """A nested field of an observation (``place``), its own fields built on first access and kept.
+
+    A read-only mapping, so a policy written against the plain dict (``o["place"]["items"]``) reads it
     unchanged; building a field for the first time after the batch was adjudicated raises
-    ``StaleObservation``, as for the whole object.
+    ``StaleObservation``, as for the whole object. It holds the simulation and the agent, not the observation:
+    the observation holds it (among its built fields), and a reference back would make every observation
+    that read ``place`` a reference cycle, freed by the cyclic garbage collector instead of at once.
     """
 
-    __slots__ = ("_builders", "_built", "_gone", "_obs")
+    __slots__ = ("_agent", "_batch", "_builders", "_built", "_gone", "_sim")
 
-    def __init__(self, obs: Observation, builders: dict[str, Callable[[Observation], Any]]) -> None:
-        self._obs: Observation | None = obs
+    def __init__(self, o: Observation, builders: dict[str, Callable[[Any], Any]]) -> None:
+        self._sim, self._agent, self._batch, self._gone = o._sim, o._agent, o._batch, o.observation_id
         self._builders = builders
-        self._built: dict[str, Any] = {}  # (``_gone``, the observation's id, is set when it lets go of it)
+        self._built: dict[str, Any] = {}
 
     def __getitem__(self, key: str) -> Any:
         built = self._built
         if key in built:  # not try/except: most reads are first reads, and a raised KeyError costs more
             return built[key]
         build = self._builders[key]  # KeyError for a field that does not exist, as for a dict
-        obs = self._obs
-        if obs is None:
+        if self._sim.batch_no != self._batch:
             raise StaleObservation(f"{self._gone} was first read after its batch was adjudicated; "
                                    "read an observation before answering it")
-        if obs._sim.batch_no != obs._batch:
-            obs._check_fresh()
-        value = built[key] = build(obs)
+        value = built[key] = build(self)
         return value
-
-    def _detach(self, observation_id: str) -> None:
-        """Let go of the observation once its batch is adjudicated (``Simulation.adjudicate`` does this inline).
-
-        From then on no field can be built (it would raise ``StaleObservation`` anyway), so the view needs the
-        observation only to name it; and the observation holds its view, so keeping it would make each one a
-        reference cycle, freed by the cyclic garbage collector instead of at once (61,838 objects of a headless
-        run at 1,000 agents were: ~10% of its time, bench/results/r4-perf-engine.md)."""
-        self._obs, self._gone = None, observation_id
-        for key in NESTED_VIEWS:
-            value = self._built.get(key)
-            if value is not None:
-                value._detach(observation_id)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._builders)
@@ -75,9 +68,8 @@ class ObservationView(Mapping[str, Any]):
         return f"ObservationView({self.to_dict()!r})"
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field, as plain dicts (nested views too), in the wire order."""
-        return {k: (v.to_dict() if isinstance(v, ObservationView) else v) for k in self._builders
-                for v in (self[k],)}
+        """Every field, as a plain dict, in the wire order."""
+        return {k: self[k] for k in self._builders}
 
 
 class Observation:
@@ -94,7 +86,7 @@ class Observation:
     destination cell) to adjudication, as ``(command, value)``, so that it is not derived twice.
     """
 
-    __slots__ = ("_agent", "_batch", "_captured", "_lazy", "_sim", "_view", "agent_id", "answer", "observation_id",
+    __slots__ = ("_agent", "_batch", "_built", "_captured", "_lazy", "_sim", "agent_id", "answer", "observation_id",
                  "parsed", "reason", "seq", "source", "time")
 
     def __init__(self, sim: Simulation, agent: Agent, reason: str) -> None:
@@ -116,7 +108,8 @@ class Observation:
             events = _NONE
         self._captured = (messages, agent.messages_dropped, events, agent.events_dropped)
         agent.messages_dropped = agent.events_dropped = 0
-        self._view: ObservationView | None = None
+        # The fields read through ``view`` so far (None until ``view`` is first read): see ``view``.
+        self._built: dict[str, Any] | None = None
         # What a served or LLM reader asks for, made on first access and kept: "observation", "affordances",
         # "text", "unavailable", and "tools" (each tool's choices). One slot: a headless run rarely needs it.
         self._lazy: dict[str, Any] | None = None
@@ -176,14 +169,57 @@ class Observation:
         return self._shared().available
 
     @property
-    def view(self) -> ObservationView:
+    def view(self) -> Observation:
         """The observation object as a lazy mapping: each field (and each of ``place``'s) is built when first
         read. In-process policies read this: a forager that looks at ``busy`` and ``you`` never pays for
         ``tools`` (every tool's availability) or the agents around it. ``dict(view)`` equals ``observation``
-        except that ``place`` stays a view."""
-        if self._view is None:
-            self._view = ObservationView(self, OBSERVATION_FIELDS)
-        return self._view
+        except that ``place`` stays a view (an ``ObservationView``).
+
+        The mapping is this observation itself (``__getitem__``, ``keys``...: the fields, in the wire order):
+        a separate view object would hold the observation that holds it, a reference cycle per observation
+        read, or cost a detach per decision to break it (bench/results/r5-perf-engine2.md)."""
+        if self._built is None:
+            self._built = {}
+        return self
+
+    # -- the read-only mapping of the observation's fields (``view``) ----------------------------------------
+    def __getitem__(self, key: str) -> Any:
+        built = self._built
+        if built is None:
+            built = self._built = {}
+        elif key in built:  # not try/except: most reads are first reads, and a raised KeyError costs more
+            return built[key]
+        build = OBSERVATION_FIELDS[key]  # KeyError for a field that does not exist, as for a dict
+        if self._sim.batch_no != self._batch:
+            self._check_fresh()
+        value = built[key] = build(self)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(OBSERVATION_FIELDS)
+
+    def __len__(self) -> int:
+        return len(OBSERVATION_FIELDS)
+
+    def __contains__(self, key: object) -> bool:
+        return key in OBSERVATION_FIELDS
+
+    def keys(self) -> KeysView[str]:
+        return KeysView(self)
+
+    def items(self) -> ItemsView[str, Any]:
+        return ItemsView(self)
+
+    def values(self) -> ValuesView[Any]:
+        return ValuesView(self)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in OBSERVATION_FIELDS else default
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, as plain dicts (nested views too), in the wire order."""
+        return {k: (v.to_dict() if isinstance(v, ObservationView) else v) for k in OBSERVATION_FIELDS
+                for v in (self[k],)}
 
     @property
     def observation(self) -> dict[str, Any]:
@@ -208,10 +244,9 @@ class Observation:
             if found is not None:
                 return found
         self._check_fresh()
-        view = self._view
-        if view is None:
+        if self._built is None:
             return {k: build(self) for k, build in OBSERVATION_FIELDS_DIRECT.items()}
-        return view.to_dict()
+        return self.to_dict()
 
     @property
     def kept_text(self) -> str | None:
@@ -282,11 +317,14 @@ def observe(sim: Simulation, agent: Agent, reason: str) -> Observation:
     return Observation(sim, agent, reason)
 
 
-# The observation's fields, each built from the Observation on first access (see ObservationView). The
+# The observation's fields, each built from the Observation on first access (see Observation.view). The
 # order is the wire order of the object: ``Observation.observation`` lists them in this order.
 def _f_busy(o: Observation) -> list[dict[str, Any]]:
+    lanes = o._agent.lanes
+    if lanes["body"] is None and lanes["voice"] is None:  # idle (the commonest wake): nothing to list
+        return []
     out = []
-    for x in o._agent.lanes.values():  # a loop, not a comprehension: one call fewer, at most two lanes
+    for x in lanes.values():  # a loop, not a comprehension: one call fewer, at most two lanes
         if x is not None:
             out.append({"lane": x.lane, "action": x.tool, "args": x.args, "started_ms": x.started,
                         "until_ms": x.until})
@@ -310,21 +348,21 @@ def _f_you(o: Observation) -> dict[str, Any]:
             "place": w.cell_place.get(agent.cell), "inventory": inventory, "capacity": sim.conv.max_inventory}
 
 
-def _p_name(o: Observation) -> str | None:
+def _p_name(o: _Source) -> str | None:
     return o._sim.world.place_of(o._agent.cell)
 
 
-def _p_cell(o: Observation) -> str:
+def _p_cell(o: _Source) -> str:
     return cell_name(o._agent.cell)
 
 
-def _p_description(o: Observation) -> str:
+def _p_description(o: _Source) -> str:
     w = o._sim.world
     place = w.place_of(o._agent.cell)
     return w.places[place].description if place is not None else ""
 
 
-def _p_items(o: Observation) -> list[dict[str, Any]]:
+def _p_items(o: _Source) -> list[dict[str, Any]]:
     w = o._sim.world
     items = w.items
     out = []
@@ -339,17 +377,17 @@ def _p_items(o: Observation) -> list[dict[str, Any]]:
     return out
 
 
-def _p_agents(o: Observation) -> list[dict[str, Any]]:
+def _p_agents(o: _Source) -> list[dict[str, Any]]:
     sim, me = o._sim, o._agent.id
     return [_agent_view(sim, a) for a in sim.world.agents_in_reach(o._agent.cell) if a != me]
 
 
-def _p_structures(o: Observation) -> list[dict[str, Any]]:
+def _p_structures(o: _Source) -> list[dict[str, Any]]:
     sim = o._sim
     return [_structure_view(sim, s) for s in sim.world.structures_in_reach(o._agent.cell)]
 
 
-PLACE_FIELDS: dict[str, Callable[[Observation], Any]] = {
+PLACE_FIELDS: dict[str, Callable[[_Source], Any]] = {
     "name": _p_name, "cell": _p_cell, "description": _p_description,
     "items": _p_items, "agents": _p_agents, "structures": _p_structures,
 }
@@ -442,9 +480,6 @@ def _place_dict(o: Observation) -> dict[str, Any]:
             "structures": [_structure_view(sim, s) for s in w.structures_in_reach(cell)]}
 
 
-# The fields that are views themselves (detached with the observation's view: ObservationView._detach, and
-# Simulation.adjudicate's copy of it, which names "place").
-NESTED_VIEWS = ("place",)
 OBSERVATION_FIELDS: dict[str, Callable[[Observation], Any]] = {
     "agent": _f_agent,
     "time": _f_time,
@@ -461,6 +496,7 @@ OBSERVATION_FIELDS: dict[str, Callable[[Observation], Any]] = {
 }
 # The same fields for the whole object at once (``Observation.observation``): ``place`` a plain dict.
 OBSERVATION_FIELDS_DIRECT: dict[str, Callable[[Observation], Any]] = {**OBSERVATION_FIELDS, "place": _place_dict}
+Mapping.register(Observation)  # ``view``: a read-only mapping of the fields, like the plain dict
 
 
 class Perceived:

@@ -143,7 +143,7 @@ class Simulation:
         # (perception.perceived): owned by the simulation, so runs and threads never share one
         self.perceived_batch = -1
         self.perceived_table: dict[Any, Any] = {}
-        self._event_wakes: list[Agent] = []  # told of an event this instant: woken at its end if idle
+        self._event_wakes: list[Agent] = []  # told of an event this instant while idle: woken at its end if idle
         # While advance() runs through the entries of instant t, a wake due at t joins that instant's woken agents
         # directly (what pushing it and popping it again before the instant ends did): see _wake.
         self._instant = -1
@@ -284,33 +284,27 @@ class Simulation:
     def adjudicate(self) -> None:
         """Apply every answer of the batch, in a permutation of agent ids drawn from the seeded RNG."""
         pending = self.pending
-        for obs in pending.values():
+        order = list(pending.values())  # advance() filled it in id order: sorted already
+        for obs in order:
             if obs.answer is None:
                 raise EngineError(f"answers missing for {', '.join(sorted(self.unanswered()))}")
-        order = list(pending)  # advance() filled it in id order: sorted already
-        if len(order) > 1:
+        if len(order) > 1:  # the observations are drawn in order, as their ids were (the same draws, same permutation)
             if FAST_SHUFFLE:
                 _inline_shuffle(self.rng.getrandbits, order)
             else:
                 self.rng.shuffle(order)
-        t = self.time
-        record = self.record
-        if record:
-            self._emit({"kind": "batch", "t": t, "order": order})
         self.decisions += len(order)
         apply = self._apply
-        for aid in order:
-            obs = pending[aid]
-            if record:
-                self._emit({"kind": "command", "t": t, "agent": aid, "observation_id": obs.observation_id,
+        if self.record:
+            t = self.time
+            self._emit({"kind": "batch", "t": t, "order": [obs.agent_id for obs in order]})
+            for obs in order:
+                self._emit({"kind": "command", "t": t, "agent": obs.agent_id, "observation_id": obs.observation_id,
                             "command": obs.answer, "source": obs.source})
-            apply(obs._agent, obs)
-            view = obs._view
-            if view is not None:  # view._detach(obs.observation_id), inline: no reference cycle left behind
-                view._obs, view._gone = None, obs.observation_id
-                place = view._built.get("place")  # the one nested view (perception.NESTED_VIEWS)
-                if place is not None:
-                    place._obs, place._gone = None, view._gone
+                apply(obs._agent, obs)
+        else:
+            for obs in order:
+                apply(obs._agent, obs)
         pending.clear()
         self.batch = None
         self.batch_no += 1
@@ -351,11 +345,10 @@ class Simulation:
                 self._interrupt(agent, current, f"replaced by {tool.name} at t={t}ms")
             durative = tool.durative
             if durative:
-                self._action_token += 1
-                action = Action(agent.id, tool.lane, tool.name, args, oid, t, t + duration,
-                                self._action_token, dest)
-                lanes[tool.lane] = action
-                heappush(self._heap, (action.until, COMPLETION, self._next_seq(), agent.id, action.token))
+                token = self._action_token = self._action_token + 1
+                until = t + duration
+                lanes[tool.lane] = Action(agent.id, tool.lane, tool.name, args, oid, t, until, token, dest)
+                heappush(self._heap, (until, COMPLETION, self._next_seq(), agent.id, token))
             else:
                 rules.apply_instant(self, agent, tool, args)
             # _accepted(agent, oid, tool.name), inline: the commonest outcome (not stored: see outcome_of)
@@ -370,10 +363,10 @@ class Simulation:
             if len(events) > MAX_EVENTS:
                 del events[0]
                 agent.events_dropped += 1
-            if not durative:
+            if not durative:  # (a durative action holds its lane now: the agent is not idle)
                 self._wake(agent, t + self.conv.tick_ms, "done")
-            if lanes["body"] is None and lanes["voice"] is None:
-                self._wake(agent, t + self.conv.idle_wake_ms, "idle")
+                if lanes["body"] is None and lanes["voice"] is None:
+                    self._wake(agent, t + self.conv.idle_wake_ms, "idle")
             return
         if self.record:  # accepted (not stored: see outcome_of)
             self._emit({"kind": "outcome", "t": t, "agent": agent.id, "observation_id": oid,
@@ -519,9 +512,21 @@ class Simulation:
         if not audience:
             return
         shared = {"time": self.time, **event}
-        for agent in audience:  # the cap of MAX_EVENTS is applied once per agent, by _flush_event_wakes
-            agent.events.append(shared)
-        self._event_wakes.extend(audience)
+        wakes = self._event_wakes
+        for agent in audience:
+            events = agent.events
+            events.append(shared)
+            if len(events) > MAX_EVENTS:
+                del events[0]
+                agent.events_dropped += 1
+            lanes = agent.lanes
+            # Only an agent idle now can be idle once the instant is settled with no wake due at the event's
+            # (what _flush_event_wakes wakes), so only those are queued: the crowd walking through is not visited
+            # twice. One busy now becomes idle within the instant only by its action ending (completed or
+            # interrupted: woken now) or by its own answer replacing it with an instant tool (woken at t + tick_ms
+            # for "done", which outranks "event"): either way the event's wake would change nothing.
+            if lanes["body"] is None and lanes["voice"] is None:
+                wakes.append(agent)
 
     def notify_place(self, cell: Any, event: dict[str, Any], actor: str | None) -> None:
         """Tell everyone within reach of ``cell`` (except the actor) what changed; wake the idle ones."""
@@ -535,13 +540,7 @@ class Simulation:
         """
         wake_at = self.time + self.conv.tick_ms
         now = self.time
-        for other in dict.fromkeys(self._event_wakes):  # each once, in the order they were told
-            events = other.events
-            if len(events) > MAX_EVENTS:
-                # notify appends without the cap (once per agent told, not per event): the oldest go here, before
-                # anyone observes them, as if each append had dropped one (the same last MAX_EVENTS, the same count)
-                other.events_dropped += len(events) - MAX_EVENTS
-                del events[:-MAX_EVENTS]
+        for other in dict.fromkeys(self._event_wakes):  # each once, in the order they were told while idle
             lanes = other.lanes
             if lanes["body"] is None and lanes["voice"] is None and other.wake_time != now:
                 self._wake(other, wake_at, "event")  # (one waking now sees the event anyway)

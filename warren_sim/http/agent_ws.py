@@ -393,6 +393,7 @@ class AgentSession:
         envelopes: list[dict[str, Any]] = []
         outcomes: list[dict[str, Any]] = []
         statuses: list[dict[str, Any]] = []
+        results: dict[str, Any] = {}  # an ended run's result, once per flush (its view is O(agents))
         first_run = ""
         for sub in woken:
             if self.subs.get((sub.run.run_id, sub.agent.agent_id)) is not sub:
@@ -409,7 +410,7 @@ class AgentSession:
                 sub.ended_sent = True
                 statuses.append(_note("run.status", {"run_id": run.run_id, "agent_id": ra.agent_id,
                                                      "seq": sub.last_seq, "status": run.status,
-                                                     "detail": run.view()["result"]}))
+                                                     "detail": _result_of(run, results)}))
         out, self.outbox = self.outbox, []
         if envelopes:
             if len(envelopes) == 1:
@@ -506,6 +507,14 @@ def _holds(sim: Any, agent_id: str, observation_id: str) -> bool:
 def _unlisten(sub: Subscription) -> None:
     if sub.listener in sub.agent.listeners:
         sub.agent.listeners.remove(sub.listener)
+
+
+def _result_of(run: Any, results: dict[str, Any]) -> Any:
+    """An ended run's ``result``, built once per flush: each of a run's agents gets its ``run.status`` in the same
+    flush, and the run's view (every agent's line) was built again for each of them."""
+    if run.run_id not in results:
+        results[run.run_id] = run.view()["result"]
+    return results[run.run_id]
 
 
 def _note(method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -7,13 +7,17 @@ failing with an attribute error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import attrs
+from quart.routing import QuartRule
 from quart_trio import QuartTrio
 
 from ..runtime.errors import RunError
 from ..runtime.manager import RunManager, ServerConfig
 
-__all__ = ["AppState", "WarrenApp"]
+__all__ = ["AppState", "LazyBuilderRule", "WarrenApp"]
 
 
 @attrs.define(eq=False)
@@ -28,7 +32,31 @@ class AppState:
         return self.manager
 
 
+class LazyBuilderRule(QuartRule):
+    """A route whose URL builder is compiled when a URL is first built, not when the route is added.
+
+    Werkzeug compiles two builder functions per rule (an AST, then ``compile()``) as each route is added:
+    about 80% of :func:`~warren_sim.http.app.create_app`'s 30-50 ms, paid by every in-process app, so by every
+    test that makes one (the pytest plugin's ``warren_app``, the warped expiry suite). WARREN never builds a
+    URL from a route (no ``url_for``), so the builders are compiled only if somebody does; what they build is
+    Werkzeug's own (tests/test_http_app.py builds URLs through them). Werkzeug's ``_compile_builder`` is
+    private: if a release renames it, this class only stops saving the time.
+    """
+
+    def _compile_builder(self, append_unknown: bool = True) -> Callable[..., tuple[str, str]]:
+        compile_now = super()._compile_builder
+        compiled: list[Callable[..., tuple[str, str]]] = []
+
+        def build(rule: Any, *args: Any, **kwargs: Any) -> tuple[str, str]:
+            if not compiled:
+                compiled.append(compile_now(append_unknown).__get__(rule, None))
+            return compiled[0](*args, **kwargs)
+
+        return build
+
+
 class WarrenApp(QuartTrio):
     """A QuartTrio app with its typed state (``app.warren``), set once by :func:`~warren_sim.http.app.create_app`."""
 
     warren: AppState
+    url_rule_class = LazyBuilderRule  # type: ignore[assignment]  # as Quart does for its QuartRule

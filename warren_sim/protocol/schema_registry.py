@@ -76,8 +76,9 @@ def schema_id(name: str) -> str:
     return ID_PREFIX + name
 
 
+@functools.cache
 def registry() -> Any:
-    """A ``referencing.Registry`` holding every schema under its ``$id`` (needs ``jsonschema``)."""
+    """A ``referencing.Registry`` holding every schema under its ``$id`` (needs ``jsonschema``); built once."""
     from referencing import Registry, Resource
 
     return Registry().with_resources((schema_id(n), Resource.from_contents(_load(n))) for n in schema_names())
@@ -93,9 +94,10 @@ def validator(name: str) -> Any:
             "validating against the warren-agent/0 schemas needs the jsonschema package: "
             "pip install 'warren-sim[test]' (or pip install jsonschema)"
         ) from None
-    schema = _load(name)
-    jsonschema.Draft202012Validator.check_schema(schema)
-    return jsonschema.Draft202012Validator(schema, registry=registry())
+    # Not checked against the draft's metaschema here: these are the package's own files, each checked by
+    # tests/test_schemas.py, and the check was most of a validator's build (~15 ms a schema), paid again by
+    # every process that validates (each test run, each `warren conformance`).
+    return jsonschema.Draft202012Validator(_load(name), registry=registry())
 
 
 def validation_errors(instance: object, name: str) -> list[str]:

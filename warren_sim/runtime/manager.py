@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -59,7 +60,13 @@ class ServerConfig:
     on_event: Callable[[str], None] | None = None
 
 
-LOADED_KEPT = 16  # scenarios (name and parameters) kept loaded by a manager
+LOADED_KEPT = 16  # scenarios (name and parameters) kept loaded, for every manager of the process
+
+# Loaded scenarios, shared by every manager of the process (see RunManager._load): a test suite makes an app,
+# so a manager, per test, and each loaded its scenario again (5 ms a time here). The lock because managers
+# may live in other threads (the pytest plugin's warren_server runs one in its own).
+_LOADED: OrderedDict[tuple[Any, ...], LoadedScenario] = OrderedDict()
+_LOADED_LOCK = threading.Lock()
 
 
 def _mtime_ns(path: Path) -> int:
@@ -102,7 +109,7 @@ class RunManager:
         self.draining = trio.Event()
         self._rebuilt: OrderedDict[str, Run] = OrderedDict()
         self.restore_errors: list[str] = []
-        self._loaded: OrderedDict[tuple[Any, ...], LoadedScenario] = OrderedDict()  # see _load
+        self._loaded = _LOADED  # the process's loaded scenarios: see _load
 
     # -- restart ---------------------------------------------------------------------------------------
     def restore(self) -> None:
@@ -226,19 +233,22 @@ class RunManager:
         Loading parses the TOML, runs ``expand.py`` and validates the spec: 2-5 ms a run, a fifth of the
         server's time when short runs follow each other (bench/results/r4-perf-wire.md). The spec is frozen
         and every run builds its own world from it, so runs can share it. Keyed by the files' modification
-        times too: a scenario edited while the server runs is loaded again.
+        times too: a scenario edited while the server runs is loaded again. Shared by the process's managers
+        (``_LOADED``): an app per test no longer loads its scenarios again.
         """
         directory = find_scenario(scenario)
         stamp = tuple(_mtime_ns(directory / f) for f in ("scenario.toml", "expand.py", "solution.py"))
         key = (str(directory), repr(sorted(params.items())), stamp)
-        loaded = self._loaded.get(key)
-        if loaded is None:
-            loaded = load_scenario(scenario, params)
+        with _LOADED_LOCK:
+            loaded = self._loaded.get(key)
+            if loaded is not None:
+                self._loaded.move_to_end(key)
+                return loaded
+        loaded = load_scenario(scenario, params)  # outside the lock: two threads may both load, and agree
+        with _LOADED_LOCK:
             self._loaded[key] = loaded
-            if len(self._loaded) > LOADED_KEPT:
+            while len(self._loaded) > LOADED_KEPT:
                 self._loaded.popitem(last=False)
-        else:
-            self._loaded.move_to_end(key)
         return loaded
 
     @staticmethod

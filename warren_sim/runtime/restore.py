@@ -134,7 +134,8 @@ def _replay_into(run: Run, records: list[dict[str, Any]], path: Path, resume: bo
         ra = run.remote.get(obs.agent_id)
         oid = obs.observation_id
         if ra is None:
-            policies[obs.agent_id].decide(obs)  # the policy sees every observation, as in the first life
+            if not terminal:  # the policy sees every observation, as in the first life, to decide after it;
+                policies[obs.agent_id].decide(obs)  # an ended run's NPCs decide nothing more (its commands are on file)
             assert rec is not None
             sim.answer(obs.agent_id, rec["command"], source=str(rec.get("source", "npc")))
             return

@@ -11,7 +11,6 @@ work unchanged. HTTP and WebSocket handlers call the ``*_request`` methods, whic
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import traceback
@@ -493,8 +492,8 @@ class Run:
         held = {aid: ra.lease.token_digest for aid, ra in self.remote.items() if ra.lease is not None}
         tmp = self.lease_file.with_name(self.lease_file.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"run_id": self.run_id, "sha256": held}, f)
+        with os.fdopen(fd, "wb") as f:  # orjson: json.dump's encoder was a third of a claim (64 in a file)
+            f.write(orjson.dumps({"run_id": self.run_id, "sha256": held}))
             f.flush()
             if self.journal.fsync:
                 os.fsync(f.fileno())
