@@ -16,6 +16,12 @@ a root path, another HTTP version. Quart then gives today's answer, refusal or n
 
 Installed by :func:`~.app.create_app` as ``app.asgi_app = http_lane(app, app.asgi_app)``: Quart's test client
 goes through ``app.asgi_app`` too, so every test of these routes exercises the lane.
+
+A long-poll that parks hands the run task a way to answer it (``_deliver_early``, hypercorn_fixes fix 7): when
+the batch that brings its envelope is published, the run task writes the reply into the socket itself, and the
+handler, woken with the rest of the batch, sends the same response through Hypercorn without writing it again.
+Why: trio runs each woken handler's whole reply, bookkeeping included, before the next one's, so the last of
+10,000 replies left ~the sum of all of them after the batch (bench/results/r5-perf-poll.md).
 """
 
 from __future__ import annotations
