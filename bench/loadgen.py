@@ -893,6 +893,7 @@ async def _scale_single_lean(args: argparse.Namespace, run_id: str, ids: list[st
                 not_measured = f"only {swarm.sent:,} of {n - 1:,} long-polls were sent within {args.timeout / 2:.0f} s"
                 log(f"scale: not measured: {not_measured}")
             else:
+                log(f"scale: {swarm.sent} polls on the server after {wall_seconds() - t1:.1f} s; waiting for it to be quiet")
                 quiet_s = await wait_quiet(args.server_pid, limit_s=60.0)
                 hold_s = wall_seconds() - t1
                 rss["holding_kib"] = proc_status_kib(args.server_pid, "VmRSS")

@@ -12,9 +12,9 @@ byte: the same "receipt of the whole response" the httpx passes stamp), before a
 It is still real HTTP/1.1 over real sockets: a status line, headers, a ``Content-Length`` body (the server's
 replies to these GETs are fixed-length; a reply without one, chunked, or malformed fails that poll loudly, counted
 in ``errors``), keep-alive (a 204 -- the wait ran out -- is asked again on the same connection, bounded).
-Loopback only, bounded everywhere: at most ``max_connecting`` polls between their connect and the server
-kernel's acknowledgement of their request (so Hypercorn's accept backlog of 100 never overflows: an overflow
-costs retransmissions of 1 s, 2 s, 4 s...; a poll counts as ``sent`` once acknowledged), and
+Loopback only, bounded everywhere: at most ``max_connecting`` connections in their handshake at once, and a poll
+counts as ``sent`` only once the server's kernel acknowledged its request (a request on a connection dropped by
+an overflowing accept queue is retransmitted with back-off and must not reach the server after the batch); and
 :meth:`PollSwarm.run` returns by ``bound_s`` whatever happens. Sockets stay open until :meth:`PollSwarm.close`:
 closing them as their replies arrive would make the server handle those closes while it is still replying to
 the others, which is the very delivery being timed.
@@ -37,7 +37,7 @@ MAX_ASKS = 10  # a poll whose wait ran out (204) is asked again, at most this ma
 
 
 class _Poll:
-    __slots__ = ("asks", "body_start", "buf", "counted", "key", "need", "request", "sock", "status")
+    __slots__ = ("asks", "body_start", "buf", "counted", "key", "need", "request", "slot", "sock", "status")
 
     def __init__(self, key: str, request: bytes) -> None:
         self.key = key
@@ -49,6 +49,7 @@ class _Poll:
         self.asks = 0
         self.body_start = 0
         self.counted = False  # its request was written once (``PollSwarm.sent``)
+        self.slot = False  # holds one of ``max_connecting`` (its handshake is in progress)
 
 
 class PollSwarm:
@@ -59,7 +60,7 @@ class PollSwarm:
     ``retried[kind]`` the connections lost before a reply whose poll was asked again on a new one (as httpx's
     retries of closed keep-alives); ``sent`` counts polls whose first request was written."""
 
-    def __init__(self, host: str, port: int, headers: dict[str, str], *, max_connecting: int = 96) -> None:
+    def __init__(self, host: str, port: int, headers: dict[str, str], *, max_connecting: int = 500) -> None:
         self.host, self.port = host, port
         self.extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         self.max_connecting = max_connecting
@@ -107,9 +108,10 @@ class PollSwarm:
     def _fail(self, p: _Poll, kind: str) -> None:
         if p in self._unacked:
             self._unacked.remove(p)
-            self._connecting -= 1
+        self._release(p)
         if p.sock is not None:
-            self._sel.unregister(p.sock)
+            if p.sock in self._sel.get_map():
+                self._sel.unregister(p.sock)
             p.sock.close()
             p.sock = None
         if p.asks < MAX_ASKS and kind != "malformed":  # a connection lost before any reply: asked again, anew
@@ -135,48 +137,49 @@ class PollSwarm:
             if p.asks == 0:
                 self._polls.append(p)
             if code not in (0, errno.EINPROGRESS):
-                s.close()
-                p.sock = None
                 p.asks += 1
                 self._fail(p, "connect")
                 continue
             self._connecting += 1
+            p.slot = True
             self._sel.register(s, selectors.EVENT_WRITE, p)
 
     def _connected(self, p: _Poll) -> None:
         assert p.sock is not None
         if p.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
-            self._connecting -= 1
             p.asks += 1
             self._fail(p, "connect")
             return
+        self._release(p)
         self._ask(p)
         if p.sock is not None:
-            self._unacked.append(p)  # still counted in _connecting until the server's kernel has its request
+            self._unacked.append(p)
             self._sel.modify(p.sock, selectors.EVENT_READ, p)
-        else:
+
+    def _release(self, p: _Poll) -> None:
+        if p.slot:
+            p.slot = False
             self._connecting -= 1
 
     def _check_unacked(self) -> None:
         """Polls whose request the server's kernel acknowledged are on the server (its connection accepted or in
-        the accept queue, the request in its buffer): they free their place in ``max_connecting`` and count as
-        ``sent``. Why: a client's handshake completes before the server accepts, so counting only handshakes let
-        the accept queue (100) overflow; a request sent on a connection the server dropped is retransmitted with
-        back-off (1, 2, 4... s) and once reached the server after the batch, a minute late (a p99 of 76 s)."""
+        the accept queue, the request in its buffer): only they count as ``sent``. Why: a client's handshake
+        completes before the server accepts, and when the accept queue (100) overflows, the server drops the
+        handshake's last packet; the request sent on that connection is retransmitted with back-off (1, 2, 4...
+        s) and once reached the server after the batch, a minute late (a p99 of 76 s). Waiting for the
+        acknowledgements makes that a slower setup, never a late poll."""
         still = []
         for p in self._unacked:
             try:
-                info = p.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+                info = p.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104) if p.sock is not None else b""
             except OSError:
-                still.append(p)
-                continue
-            if int.from_bytes(info[24:28], "little") == 0:  # struct tcp_info: tcpi_unacked
-                self._connecting -= 1
+                info = b""
+            if len(info) >= 28 and int.from_bytes(info[24:28], "little") == 0:  # struct tcp_info: tcpi_unacked
                 if not p.counted:
                     p.counted = True
                     self.sent += 1
-            else:
-                still.append(p)
+                continue
+            still.append(p)
         self._unacked = still
 
     def _ask(self, p: _Poll) -> None:
@@ -240,14 +243,16 @@ class PollSwarm:
         """The loop: open queued polls, write their requests, read their replies, until every poll added so far
         is finished and :meth:`stop` was called, or ``bound_s`` seconds passed."""
         t_end = wall_seconds() + bound_s
+        next_check = 0.0
         while not (self._stop and self.done >= self.expected):
             left = t_end - wall_seconds()
             if left <= 0:
                 return
-            if self._unacked:
+            if self._unacked and wall_seconds() >= next_check:
                 self._check_unacked()
+                next_check = wall_seconds() + 0.02
             self._open_some()
-            for key, mask in self._sel.select(min(left, 0.005 if self._unacked else 0.5)):
+            for key, mask in self._sel.select(min(left, 0.02 if self._unacked else 0.5)):
                 p: Any = key.data
                 if p is None:
                     if key.fileobj is self._wake_r:
