@@ -381,3 +381,26 @@ async def test_the_run_task_delivers_to_a_parked_poll_or_leaves_it_to_the_poll(a
         assert orjson.dumps(await run.wait_observation(ra, env["seq"] - 1, 60, deliver)) == orjson.dumps(
             ra.envelope.whole())
         assert not calls
+
+
+async def test_an_unclaimed_agents_envelope_is_not_delivered(autojump_clock, tmp_path):
+    """An agent whose lease ended has each new envelope closed unanswered in the step that publishes it, before any
+    poll could see it; the run task's delivery skips it too (a parked poll gets nothing, as before deliveries)."""
+    async with served(tmp_path) as api:
+        run_id, lease, env = await _started(api)
+        run = api.manager.runs[run_id]
+        ra = run.remote[AGENT]
+        calls: list[bytes] = []
+
+        def deliver(body: bytes) -> bool:
+            calls.append(body)
+            return True
+
+        run.release(AGENT, lease)
+        with pytest.raises(RunError) as ended:  # nobody blocks the run now: it plays on to its time limit
+            await run.wait_observation(ra, env["seq"], 3600, deliver)
+        assert ended.value.status == 410
+        closed = [r for r in api.journal(run_id) if r["kind"] == "closed" and r["agent"] == AGENT
+                  and r["why"] == "unclaimed" and r["observation_ids"] != [env["observation_id"]]]
+        assert closed, "the agent was woken again while its poll was parked"
+        assert calls == [] and not ra.deliveries

@@ -293,7 +293,9 @@ class Run:
         chunk: list[tuple[RemoteAgent, Delivery, WireEnvelope]] = []
         for aid in published:
             ra = self.remote[aid]
-            if not ra.deliveries:
+            if not ra.deliveries or not ra.claimed:
+                # unclaimed (its lease ended): this step closes its envelope unanswered (_close_unanswered)
+                # before any handler runs, so no poll ever got it; it must not leave from here either
                 continue
             for entry in ra.deliveries:
                 env = current_wire(ra, entry.after)
