@@ -10,8 +10,9 @@ alternating within each repeat so both see the same machine noise:
 
 The ratio decisions/s : SimPy events/s says what share of a bare event loop's speed the engine keeps while
 doing everything else (observations, policies, validation, adjudication). Target (issue 14): >= 0.15 at 1,000
-agents. The table and the JSON say which build of the engine ran (``warren_sim.engine.BUILD``: "python", or
-"mypyc" when installed with ``WARREN_MYPYC=1``, see setup.py). Both sides are also timed in CPU seconds of this process (``getrusage``), and that ratio is shown
+agents. The table and the JSON say which build of the engine ran (``warren_sim.engine.BUILD``: "mypyc", what
+an install compiles where it can, or "python"; setup.py); on a compiled install the plain build is measured too,
+in a child process (``WARREN_ENGINE=python``), as information: the target is judged on the build installed. Both sides are also timed in CPU seconds of this process (``getrusage``), and that ratio is shown
 next to the wall one: on a shared machine a process waits for a core, and the wait lands on whichever side
 was running; CPU time counts only the work.
 """
@@ -19,17 +20,23 @@ was running; CPU time counts only the work.
 from __future__ import annotations
 
 import gc
+import json
+import os
 import resource
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from bench.common import Options, fmt_stat, print_table, summary, target, targets_table
-from warren_sim.engine import BUILD, run_headless
+from warren_sim.engine import BUILD, WHY, run_headless
 from warren_sim.runtime.clock import wall_seconds
 from warren_sim.scenarios import instantiate, load_scenario
 
 TARGET_AGENTS = 1000
 TARGET_RATIO = 0.15
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def wake_intervals(n: int, seed: int = 0) -> tuple[list[list[int]], int]:
@@ -114,36 +121,60 @@ def calls_per_decision(n: int) -> float:
     return float(pstats.Stats(prof).total_calls) / s["decisions"]  # type: ignore[attr-defined]
 
 
+def measure(n: int, reps: int) -> dict[str, Any]:
+    """One size: ``reps`` engine runs and SimPy replays, alternated; rates and their ratios (medians, min-max)."""
+    intervals, decisions = wake_intervals(n)
+    wakes = sum(len(s) + 1 for s in intervals)
+    eng, sp, ratio, cpu_ratio = [], [], [], []
+    for _ in range(reps):
+        t_e, d, c_e = time_engine(n)
+        t_s, w, c_s = time_simpy(intervals)
+        assert d == decisions and w == wakes == decisions, (d, w, wakes, decisions)
+        eng.append(d / t_e)
+        sp.append(w / t_s)
+        ratio.append((d / t_e) / (w / t_s))
+        if c_e > 0 and c_s > 0:
+            cpu_ratio.append(c_s / c_e)  # same count of decisions and events: the ratio of their rates
+    return {"agents": n, "decisions": decisions, "simpy_events": wakes, "repeats": reps, "build": BUILD,
+            "decisions_per_s": summary(eng), "simpy_events_per_s": summary(sp), "ratio": summary(ratio),
+            "cpu_ratio": summary(cpu_ratio or [float("nan")])}
+
+
+def row(res: dict[str, Any]) -> list[str]:
+    return [f"{res['agents']:,}", f"{res['decisions']:,}", fmt_stat(res["decisions_per_s"]),
+            fmt_stat(res["simpy_events_per_s"]), fmt_stat(res["ratio"], 3), fmt_stat(res["cpu_ratio"], 3)]
+
+
+def measure_plain(n: int, reps: int) -> dict[str, Any]:
+    """:func:`measure` in a child process running the plain Python engine (``WARREN_ENGINE=python``): on a
+    compiled install, what an install without a C compiler would make, in the same run."""
+    code = f"import json; from bench.engine import measure; print(json.dumps(measure({n}, {reps})))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "WARREN_ENGINE": "python"},
+                         capture_output=True, text=True, timeout=1800, check=True)
+    res: dict[str, Any] = json.loads(out.stdout.splitlines()[-1])
+    assert res["build"] == "python", res
+    return res
+
+
+HEADERS = ["agents", "decisions", "engine decisions/s", "SimPy events/s", "ratio (wall)", "ratio (CPU)"]
+
+
 def run(opts: Options) -> dict[str, Any]:
     sizes = [100, 1000] if opts.quick else [100, 1000, 10_000]
     reps = opts.reps(3)
-    rows, results = [], []
-    for n in sizes:
-        intervals, decisions = wake_intervals(n)
-        wakes = sum(len(s) + 1 for s in intervals)
-        eng, sp, ratio, cpu_ratio = [], [], [], []
-        for _ in range(reps):
-            t_e, d, c_e = time_engine(n)
-            t_s, w, c_s = time_simpy(intervals)
-            assert d == decisions and w == wakes == decisions, (d, w, wakes, decisions)
-            eng.append(d / t_e)
-            sp.append(w / t_s)
-            ratio.append((d / t_e) / (w / t_s))
-            if c_e > 0 and c_s > 0:
-                cpu_ratio.append(c_s / c_e)  # same count of decisions and events: the ratio of their rates
-        res = {"agents": n, "decisions": decisions, "simpy_events": wakes, "repeats": reps,
-               "decisions_per_s": summary(eng), "simpy_events_per_s": summary(sp), "ratio": summary(ratio),
-               "cpu_ratio": summary(cpu_ratio or [float("nan")])}
-        results.append(res)
-        rows.append([f"{n:,}", f"{decisions:,}", fmt_stat(res["decisions_per_s"]), fmt_stat(res["simpy_events_per_s"]),
-                     fmt_stat(res["ratio"], 3), fmt_stat(res["cpu_ratio"], 3)])
-    print_table(f"engine ({BUILD} build): warren scenario headless vs SimPy replay ({reps} repeat(s); "
-                "median (min-max))",
-                ["agents", "decisions", "engine decisions/s", "SimPy events/s", "ratio (wall)", "ratio (CPU)"], rows)
+    results = [measure(n, reps) for n in sizes]
+    built = f"{BUILD} build" + (f"; {WHY}" if WHY else "")
+    print_table(f"engine ({built}): warren scenario headless vs SimPy replay ({reps} repeat(s); median (min-max))",
+                HEADERS, [row(r) for r in results])
+    plain = None
+    if BUILD == "mypyc":
+        plain = measure_plain(TARGET_AGENTS, reps)
+        print_table(f"engine, the plain Python build beside it (WARREN_ENGINE=python, a child process; {reps} "
+                    "repeat(s)): what an install without a C compiler makes", HEADERS, [row(plain)])
     at = next(r for r in results if r["agents"] == TARGET_AGENTS)
     targets = [target(f"engine:SimPy ratio at {TARGET_AGENTS:,} agents", at["ratio"]["median"], ">=", TARGET_RATIO)]
     targets_table(targets)
-    out: dict[str, Any] = {"build": BUILD, "results": results, "targets": targets}
+    out: dict[str, Any] = {"build": BUILD, "why": WHY, "results": results, "plain": plain, "targets": targets}
     if opts.profile:
         path = opts.out / "engine_profile.txt"
         opts.out.mkdir(parents=True, exist_ok=True)

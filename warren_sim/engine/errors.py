@@ -1,7 +1,7 @@
 """The engine's exceptions, in a module of their own.
 
 They are re-exported where they were first defined (``sim.EngineError``, ``world.WorldError``,
-``perception.StaleObservation``). Kept apart because the opt-in compiled build (setup.py, ``WARREN_MYPYC=1``)
+``perception.StaleObservation``). Kept apart because the compiled build (setup.py)
 compiles ``sim``, ``rules``, ``world``, ``scheduler``, ``headless`` and ``perception`` with mypyc, which cannot
 compile a subclass of ``RuntimeError`` or ``ValueError``: this module always stays plain Python.
 """
