@@ -6,7 +6,7 @@
    wheels and editable installs alike. The loader finds them through that package name
    (``warren_sim.scenarios.loader.bundled_scenarios_dir``).
 
-2. A compiled engine, by default where it can be built (docs/performance.md, "Two builds of one engine"): the
+2. A compiled engine, by default where it can be built (docs/decisions.md, "The compiled engine by default"): the
    engine's hot modules (``ENGINE_COMPILED``, the same list as ``warren_sim.engine.build.COMPILED``) are compiled
    with mypy's mypyc when a C compiler and Python's headers are at hand (pyproject's build requirements bring mypy
    and what it needs to type the engine). The SHA-256 of each compiled source goes into

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import warren_sim
 import warren_sim.engine as engine
 from warren_sim.engine import build
 
@@ -143,3 +144,18 @@ def test_the_plain_engine_decides_exactly_what_the_compiled_one_does() -> None:
     """Whichever build is installed here, the plain one passes the same pinned digests and engine tests (with
     the compiled build installed, ``WARREN_ENGINE=python`` runs it; without, it is what the suite ran on)."""
     run_engine_tests(ROOT, {"WARREN_ENGINE": "python"})
+
+
+def test_warren_version_names_the_engine_build(capsys: pytest.CaptureFixture[str]) -> None:
+    """pip hides a build's warnings: ``warren --version`` says which engine an install runs, and why not the
+    compiled one when one was there to choose."""
+    from warren_sim.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    build = "compiled with mypyc" if engine.BUILD == "mypyc" else "plain Python"
+    assert capsys.readouterr().out.startswith(f"warren {warren_sim.__version__} (engine: {build}")
+    plain = subprocess.run([sys.executable, "-m", "warren_sim.cli", "--version"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=60, env={**os.environ, "WARREN_ENGINE": "python"})
+    assert plain.returncode == 0 and "(engine: plain Python" in plain.stdout, plain.stdout + plain.stderr

@@ -36,10 +36,23 @@ __all__ = ["EXIT_USAGE", "UsageError", "build_parser", "main"]
 SUBCOMMANDS = (run, eval_, scenarios, serve, agent, mcp, demo, replay, report, conformance, bench)
 
 
+class _Version(argparse.Action):
+    """``warren --version``: the version, and the engine's build (importing the engine only when asked)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from ..engine import BUILD, WHY
+
+        build = "compiled with mypyc" if BUILD == "mypyc" else "plain Python"
+        print(f"warren {__version__} (engine: {build}{'; ' + WHY if WHY else ''})")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="warren", description="WARREN: a deterministic multi-agent simulator "
                                      "for testing agents, served over warren-agent/0.")
-    parser.add_argument("--version", action="version", version=f"warren {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="show the version and which build of the engine runs (compiled or plain Python)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in SUBCOMMANDS:
         module.register(sub)
