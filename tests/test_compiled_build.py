@@ -114,6 +114,23 @@ def can_compile() -> bool:
 
 
 @pytest.mark.slow
+def test_a_compiler_that_fails_leaves_the_plain_engine(tmp_path: Path) -> None:
+    """A C compiler that is there but fails (``CC=false``): a warning, no compiled module and no record of one, so
+    the engine the install leaves is the plain one; with ``WARREN_MYPYC=1`` the failure is the build's error."""
+    if importlib.util.find_spec("mypyc") is None or shutil.which("false") is None:
+        pytest.skip("mypyc or false(1) is missing here")
+    copy = copy_of_the_checkout(tmp_path / "warren")
+    failed = setup_py(["build_ext", "--inplace"], {"WARREN_MYPYC": "", "CC": "false"}, copy)
+    assert failed.returncode == 0, failed.stderr[-2000:]
+    assert "warren-sim: compiling the engine failed" in failed.stderr and FALLBACK in failed.stderr
+    assert not list((copy / "warren_sim").rglob("*.so"))
+    assert not (copy / "warren_sim" / "engine" / "_compiled_from.py").exists()
+    assert python(WHICH, copy).stdout.split()[0] == "python"
+    required = setup_py(["build_ext", "--inplace"], {"WARREN_MYPYC": "1", "CC": "false"}, copy)
+    assert required.returncode != 0
+
+
+@pytest.mark.slow
 def test_the_compiled_engine_decides_exactly_what_the_plain_one_does(tmp_path: Path) -> None:
     """Compiled from this checkout, the engine's pinned traces, perceptions and tests hold unchanged; an engine
     module edited after the build runs the whole engine as plain Python (never the old code), and says why."""
