@@ -154,6 +154,15 @@ def test_the_compiled_engine_decides_exactly_what_the_plain_one_does(tmp_path: P
     first, why = stale.stdout.splitlines()
     assert first.split()[0] == "python" and first.split()[2] == str(source), stale.stdout
     assert why.startswith("rules.py changed since the engine was compiled"), why
+    # some compiled modules gone (by hand): none of the others is imported either
+    source.write_text(source.read_text(encoding="utf-8").replace("\n# edited after the build\n", ""), encoding="utf-8")
+    assert python(WHICH, copy).stdout.split()[0] == "mypyc"
+    for so in (copy / "warren_sim" / "engine").glob("world.*.so"):
+        so.unlink()
+    partial = python(WHICH, copy)
+    first, why = partial.stdout.splitlines()
+    assert first.split()[0] == "python" and first.split()[1].endswith("sim.py"), partial.stdout + partial.stderr
+    assert why.startswith("only sim, rules, scheduler, headless, perception of the engine's modules"), why
 
 
 @pytest.mark.slow

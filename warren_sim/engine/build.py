@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
-# The modules a decision runs through, plain typed Python that mypyc compiles as is (setup.py reads this list).
+# The modules a decision runs through, plain typed Python that mypyc compiles as is (setup.py's ENGINE_COMPILED:
+# the same list, which tests/test_compiled_build.py checks).
 COMPILED = ("sim", "rules", "world", "scheduler", "headless", "perception")
 PACKAGE = __name__.rpartition(".")[0]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -60,8 +61,12 @@ def _recorded() -> dict[str, str] | None:
 def choose() -> tuple[str, str]:
     """``(build, why)``: "mypyc" when the compiled modules are present, asked for and built from these very
     sources; else "python", and why not when compiled modules are present (empty when there are none)."""
-    if not all(_extension(m) for m in COMPILED):
+    present = [m for m in COMPILED if _extension(m)]
+    if not present:
         return "python", ""
+    if len(present) < len(COMPILED):  # (never left by setup.py, which keeps all of them or none)
+        return "python", (f"only {', '.join(present)} of the engine's modules are compiled: running the plain Python "
+                          "engine (pip install -e . compiles all of them)")
     if os.environ.get("WARREN_ENGINE", "").strip().lower() in ("python", "plain"):
         return "python", "WARREN_ENGINE=python asked for the plain Python engine"
     recorded = _recorded()
