@@ -95,10 +95,9 @@ class OptionalBuildExt(build_ext):
         except Exception as e:  # distutils' CompileError, LinkError, a missing compiler...
             if MODE == "1":
                 raise
-            for ext in self.extensions:
-                for path in (self.get_ext_fullpath(ext.name), os.path.join(self.build_lib, *ext.name.split("."))):
-                    if os.path.isfile(path):
-                        os.remove(path)
+            for ext in self.extensions:  # (in place or in build_lib, wherever this build writes them)
+                if os.path.isfile(path := self.get_ext_fullpath(ext.name)):
+                    os.remove(path)
             for where in (RECORD, os.path.join(self.build_lib, RECORD)):
                 if os.path.exists(where):
                     os.remove(where)
