@@ -65,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
+    # traces when the OTEL_* variables ask for them (warren serve's requests, warren agent's SDK and model calls);
+    # without them nothing is imported (docs/operations.md)
+    from ..observability.tracing import configure_from_env
+
+    configure_from_env()
     try:
         return int(args.func(args))
     except UsageError as exc:

@@ -69,6 +69,17 @@ def _lease() -> str | None:
     return request.args.get("lease")
 
 
+def _span(state: AppState, kind: str, run_id: str, agent_id: str | None = None) -> Any:
+    """The request's span (a no-op unless tracing is configured), continuing the caller's ``traceparent``."""
+    tracer = state.tracer
+    if not tracer.enabled:
+        return tracer.request(kind, "http", "", None, run_id)
+    rule = request.url_rule
+    route = f"{request.method} {rule.rule}" if rule is not None else request.path
+    return tracer.request(kind, "http", route, request.headers.get("traceparent"), run_id, agent_id,
+                          request.headers.get("tracestate"))
+
+
 def _check_protocol_arg() -> None:
     asked = request.args.get("protocol")
     if asked is not None and asked != PROTOCOL_VERSION:
@@ -100,6 +111,10 @@ def register_agent_routes(app: WarrenApp) -> None:
 
     @app.route("/v1/runs/<run_id>/claim", methods=["POST"])
     async def claim_many(run_id: str) -> Response:
+        with _span(app.warren, "claim_many", run_id):
+            return await _claim_many(run_id)
+
+    async def _claim_many(run_id: str) -> Response:
         _check_protocol_arg()
         run = runs().get(run_id)
         body = await json_body(required=True)
@@ -116,6 +131,10 @@ def register_agent_routes(app: WarrenApp) -> None:
 
     @app.route("/v1/runs/<run_id>/observations", methods=["POST"])
     async def observations_many(run_id: str) -> Response:
+        with _span(app.warren, "poll_many", run_id):
+            return await _observations_many(run_id)
+
+    async def _observations_many(run_id: str) -> Response:
         run = runs().get(run_id)
         wait = min(float_arg("wait", 0.0), config.max_wait_s)
         body = await json_body(required=True)
@@ -150,44 +169,75 @@ def register_agent_routes(app: WarrenApp) -> None:
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/claim", methods=["POST"])
     async def claim(run_id: str, agent_id: str) -> Response:
-        _check_protocol_arg()
-        run = runs().get(run_id)
-        token, _ = run.claim(agent_id, _lease())
-        return reply({"lease": token, "briefing_revision": 1})
+        with _span(app.warren, "claim", run_id, agent_id):
+            _check_protocol_arg()
+            run = runs().get(run_id)
+            token, _ = run.claim(agent_id, _lease())
+            return reply({"lease": token, "briefing_revision": 1})
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/release", methods=["POST"])
     async def release(run_id: str, agent_id: str) -> Response:
-        runs().get(run_id).release(agent_id, _lease())
-        return reply({"agent_id": agent_id, "released": True})
+        with _span(app.warren, "release", run_id, agent_id):
+            runs().get(run_id).release(agent_id, _lease())
+            return reply({"agent_id": agent_id, "released": True})
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/briefing", methods=["GET"])
     async def get_briefing(run_id: str, agent_id: str) -> Response:
-        run = runs().get(run_id)
-        run.authenticate(agent_id, _lease())
-        return reply(run.briefing_for(agent_id))
+        with _span(app.warren, "briefing", run_id, agent_id):
+            run = runs().get(run_id)
+            run.authenticate(agent_id, _lease())
+            return reply(run.briefing_for(agent_id))
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/observations", methods=["GET"])
     async def observations(run_id: str, agent_id: str) -> Response:
-        return _hot_response(await poll_observation(app.warren, run_id, agent_id, request.args))
+        return _hot_response(await poll_observation(app.warren, run_id, agent_id, request.args,
+                                                    trace=_trace_headers()))
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/commands", methods=["POST"])
     async def submit(run_id: str, agent_id: str) -> Response:
         return _hot_response(await submit_command(app.warren, run_id, agent_id, request.args,
-                                                  lambda: json_body(required=True)))
+                                                  lambda: json_body(required=True), trace=_trace_headers()))
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/commands/<command_id>", methods=["GET"])
     async def get_receipt(run_id: str, agent_id: str, command_id: str) -> Response:
-        run = runs().get(run_id)
-        ra = run.authenticate(agent_id, _lease())
-        return reply(converter.unstructure(run.receipt(ra, command_id)))
+        with _span(app.warren, "receipt", run_id, agent_id) as span:
+            span.set("command_id", command_id)
+            run = runs().get(run_id)
+            ra = run.authenticate(agent_id, _lease())
+            receipt = run.receipt(ra, command_id)
+            span.set("observation_id", receipt.observation_id)
+            span.set("verdict", receipt.status)
+            return reply(converter.unstructure(receipt))
+
+    def _trace_headers() -> tuple[str | None, str | None]:
+        if not app.warren.tracer.enabled:
+            return NO_TRACE
+        return request.headers.get("traceparent"), request.headers.get("tracestate")
 
 
 # -- the two hot routes: one function each, served by Quart's routes above and by the HTTP lane -----------------
+POLL_ROUTE = "GET /v1/runs/<run_id>/agents/<agent_id>/observations"  # the metrics' and spans' route names
+SUBMIT_ROUTE = "POST /v1/runs/<run_id>/agents/<agent_id>/commands"
+NO_TRACE: tuple[str | None, str | None] = (None, None)
+
+
 async def poll_observation(state: AppState, run_id: str, agent_id: str, args: Mapping[str, str],
-                           deliver: Callable[[bytes], bool] | None = None) -> HotReply:
+                           deliver: Callable[[bytes], bool] | None = None, *,
+                           trace: tuple[str | None, str | None] = NO_TRACE) -> HotReply:
     """``GET .../agents/{agent}/observations?after=&wait=&lease=``: the agent's next envelope, long-polled.
 
-    ``deliver``: the HTTP lane's early writer (``Run.wait_observation``); the reply is the same either way."""
+    ``deliver``: the HTTP lane's early writer (``Run.wait_observation``); the reply is the same either way.
+    ``trace``: the request's ``traceparent`` and ``tracestate`` headers (when tracing is on)."""
+    with state.tracer.request("poll", "http", POLL_ROUTE, trace[0], run_id, agent_id, trace[1]) as span:
+        out = await _poll_observation(state, run_id, agent_id, args, deliver)
+        if out.status == 200:
+            span.set("observation_id", orjson.loads(out.body).get("observation_id") if state.tracer.enabled
+                     else None)
+        return out
+
+
+async def _poll_observation(state: AppState, run_id: str, agent_id: str, args: Mapping[str, str],
+                            deliver: Callable[[bytes], bool] | None) -> HotReply:
     run = state.runs().get(run_id)
     after = int_arg("after", -1, minimum=-1, args=args)
     wait = min(float_arg("wait", 0.0, args), state.config.max_wait_s)
@@ -203,9 +253,17 @@ async def poll_observation(state: AppState, run_id: str, agent_id: str, args: Ma
 
 
 async def submit_command(state: AppState, run_id: str, agent_id: str, args: Mapping[str, str],
-                         read_body: Callable[[], Awaitable[Any]]) -> HotReply:
+                         read_body: Callable[[], Awaitable[Any]], *,
+                         trace: tuple[str | None, str | None] = NO_TRACE) -> HotReply:
     """``POST .../agents/{agent}/commands?lease=[&wait=]``: judge a command; with ``wait``, the receipt carries the
-    agent's next envelope. ``read_body``: the request's body as strict JSON (read after the lease is checked)."""
+    agent's next envelope. ``read_body``: the request's body as strict JSON (read after the lease is checked).
+    The verdict is counted (``warren_decisions_total``) and is its span's ``warren.verdict``."""
+    with state.tracer.request("submit", "http", SUBMIT_ROUTE, trace[0], run_id, agent_id, trace[1]) as span:
+        return await _submit_command(state, run_id, agent_id, args, read_body, span)
+
+
+async def _submit_command(state: AppState, run_id: str, agent_id: str, args: Mapping[str, str],
+                          read_body: Callable[[], Awaitable[Any]], span: Any) -> HotReply:
     run = state.runs().get(run_id)
     wait = None if "wait" not in args else min(float_arg("wait", 0.0, args), state.config.max_wait_s)
     lease = args.get("lease")
@@ -217,6 +275,10 @@ async def submit_command(state: AppState, run_id: str, agent_id: str, args: Mapp
     receipt = judgement.receipt
     if receipt is None:
         return HotReply(422, problem_body(422, judgement.problem_detail).encode(), PROBLEM_CONTENT_TYPE)
+    state.metrics.decision(receipt.status, "http")
+    span.set("verdict", receipt.status)
+    span.set("observation_id", receipt.observation_id)
+    span.set("command_id", receipt.command_id)
     if wait is None:
         return HotReply(200, orjson.dumps(converter.unstructure(receipt)))
     env = await _next_envelope(run, ra, receipt, wait)

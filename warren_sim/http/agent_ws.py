@@ -23,9 +23,11 @@ import trio
 from quart import websocket
 
 from .. import __version__
+from ..observability.tracing import NO_TRACER, NoTracer, Tracer
 from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
 from ..protocol.converter import converter
 from ..protocol.strict_json import StrictJSONError, loads_strict
+from ..runtime.clock import wall_seconds
 from ..runtime.errors import RunError
 from ..runtime.leases import RemoteAgent
 from ..runtime.manager import RunManager
@@ -121,9 +123,13 @@ class QuartPeer:
 class AgentSession:
     """One WebSocket connection: its subscriptions, its heartbeat, its sender."""
 
-    def __init__(self, manager: RunManager, heartbeat_s: float, peer: Peer | None = None) -> None:
+    def __init__(self, manager: RunManager, heartbeat_s: float, peer: Peer | None = None, *,
+                 tracer: Tracer | NoTracer = NO_TRACER) -> None:
         self.peer: Peer = peer if peer is not None else QuartPeer()
         self.manager = manager
+        self.metrics = manager.metrics  # each method timed under its name, each verdict counted (transport "ws")
+        self.tracer = tracer
+        self.span: Any = None  # the span of the method being handled (tracing on), for its verdict
         self.heartbeat_s = heartbeat_s
         self.subs: dict[tuple[str, str], Subscription] = {}
         self.wake = trio.Event()
@@ -215,11 +221,18 @@ class AgentSession:
                 return None
             return _error(rid, METHOD_NOT_FOUND, "Method not found",
                           {"detail": f"unknown method {method!r}; methods: {', '.join(METHODS)}"})
-        reply = self.dispatch(handler, params, rid)
+        began = wall_seconds()
+        reply = self.dispatch(handler, params, rid, method)
+        self.metrics.request(method, "ws", wall_seconds() - began)
         return reply if "id" in message else None
 
-    def dispatch(self, handler: Any, params: dict[str, Any], rid: Any) -> dict[str, Any]:
-        """Call a method on parsed params: its result, or its refusal as a JSON-RPC error."""
+    def dispatch(self, handler: Any, params: dict[str, Any], rid: Any, method: str) -> dict[str, Any]:
+        """Call a method on parsed params: its result, or its refusal as a JSON-RPC error.
+
+        With tracing on, in a span of its own continuing ``params.traceparent`` (each command of
+        ``agent.submit_many`` may carry its own: the agents of one request make their own traces)."""
+        if self.tracer.enabled:
+            return self._traced(handler, params, rid, method)
         try:
             result = handler(self, params)
         except RpcError as exc:
@@ -228,6 +241,26 @@ class AgentSession:
             return _error(rid, exc.status, _TITLES.get(exc.status, "Refused"),
                           {"status": exc.status, "detail": exc.detail})
         return {"jsonrpc": "2.0", "id": rid, "result": result}
+
+    def _traced(self, handler: Any, params: dict[str, Any], rid: Any, method: str) -> dict[str, Any]:
+        def text(name: str) -> str | None:
+            value = params.get(name)
+            return value if isinstance(value, str) else None
+
+        outer = self.span
+        kind = method.removeprefix("agent.")
+        try:
+            with self.tracer.request(kind, "ws", method, text("traceparent"), text("run_id") or "",
+                                     text("agent_id"), text("tracestate")) as span:
+                self.span = span
+                return {"jsonrpc": "2.0", "id": rid, "result": handler(self, params)}
+        except RpcError as exc:
+            return _error(rid, exc.code, exc.message, exc.data)
+        except RunError as exc:
+            return _error(rid, exc.status, _TITLES.get(exc.status, "Refused"),
+                          {"status": exc.status, "detail": exc.detail})
+        finally:
+            self.span = outer
 
     def _run(self, params: dict[str, Any], method: str) -> Run | StoredRun:
         return self.manager.get(_str_param(params, "run_id", method))
@@ -303,6 +336,11 @@ class AgentSession:
             self.accepted_in[run.run_id] = run
         if judgement.receipt is None:
             raise RunError(422, judgement.problem_detail)
+        self.metrics.decision(judgement.receipt.status, "ws")
+        if self.span is not None:
+            self.span.set("verdict", judgement.receipt.status)
+            self.span.set("observation_id", judgement.receipt.observation_id)
+            self.span.set("command_id", judgement.receipt.command_id)
         sub = self.subs.get((run.run_id, ra.agent_id))
         if sub is not None and judgement.accept:
             # tracked from here; it changes when the run adjudicates, which pokes the agent (so its listener)
@@ -323,7 +361,7 @@ class AgentSession:
                                           "data": {"detail": f"commands[{i}] must be an object"}}})
                     continue
                 # judged on the parsed item as agent.submit would judge it: no re-encoding, no second parse
-                reply = self.dispatch(AgentSession.m_submit, item, i)
+                reply = self.dispatch(AgentSession.m_submit, item, i, "agent.submit")
                 out.append({"receipt": reply["result"]} if "result" in reply else {"error": reply["error"]})
         finally:
             self._batching = False
@@ -568,7 +606,7 @@ def register(app: WarrenApp) -> None:
             await websocket.close(1002, refused)
             return
         await websocket.accept(headers={PROTOCOL_HEADER: PROTOCOL_VERSION})
-        session = AgentSession(state.runs(), state.config.heartbeat_s)
+        session = AgentSession(state.runs(), state.config.heartbeat_s, tracer=state.tracer)
         try:
             await session.serve()
         except* Dropped:  # raised in the session's nursery: the heartbeat closed the connection (1001)

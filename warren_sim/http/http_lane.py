@@ -35,8 +35,9 @@ import trio
 
 from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
 from ..protocol.strict_json import MAX_BODY_BYTES
+from ..runtime.clock import wall_seconds
 from ..runtime.errors import RunError
-from .agent_routes import HotReply, poll_observation, submit_command
+from .agent_routes import NO_TRACE, POLL_ROUTE, SUBMIT_ROUTE, HotReply, poll_observation, submit_command
 from .hooks import refusal
 from .hypercorn_fixes import EarlyReply, early_reply
 from .replies import BadRequest, parse_json_body
@@ -119,6 +120,17 @@ def _args(scope: dict[str, Any]) -> dict[str, str] | None:
     return args
 
 
+def _trace_headers(headers: list[tuple[bytes, bytes]]) -> tuple[str | None, str | None]:
+    """The request's W3C ``traceparent`` and ``tracestate`` (read only when tracing is on)."""
+    parent = state = None
+    for name, value in headers:
+        if name == b"traceparent":
+            parent = value.decode("latin-1")
+        elif name == b"tracestate":
+            state = value.decode("latin-1")
+    return parent, state
+
+
 class _Exchange:
     """One request on the lane: its body, gathered by the task that also notices the client leaving."""
 
@@ -148,6 +160,7 @@ class _Exchange:
 def http_lane(app: WarrenApp, inner: ASGIApp) -> ASGIApp:
     """``inner`` (Quart's ASGI app) with the hot agent routes answered in front of it (see the module docstring)."""
     state = app.warren
+    metrics = state.metrics  # timed under Quart's route names: one series per route, whoever answered it
 
     async def read_json(exchange: _Exchange, headers: list[tuple[bytes, bytes]]) -> Any:
         timeout = app.config["BODY_TIMEOUT"]
@@ -163,13 +176,15 @@ def http_lane(app: WarrenApp, inner: ASGIApp) -> ASGIApp:
     async def answer(route: str, run_id: str, agent_id: str, args: Mapping[str, str], exchange: _Exchange,
                      headers: list[tuple[bytes, bytes]], send: Callable[[Any], Awaitable[None]],
                      ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        trace = _trace_headers(headers) if state.tracer.enabled else NO_TRACE
         try:
             if route == "observations":
                 writer = early_reply(send)
                 deliver = None if writer is None else functools.partial(_deliver_early, writer)
-                out: HotReply = await poll_observation(state, run_id, agent_id, args, deliver)
+                out: HotReply = await poll_observation(state, run_id, agent_id, args, deliver, trace=trace)
             else:
-                out = await submit_command(state, run_id, agent_id, args, lambda: read_json(exchange, headers))
+                out = await submit_command(state, run_id, agent_id, args, lambda: read_json(exchange, headers),
+                                           trace=trace)
         except (RunError, BadRequest) as exc:
             return refusal(exc)
         except Exception as exc:  # noqa: BLE001 - what Quart's last error handler answers, the lane answers
@@ -187,6 +202,7 @@ def http_lane(app: WarrenApp, inner: ASGIApp) -> ASGIApp:
             await inner(scope, receive, send)
             return
         route, run_id, agent_id, _ = hot
+        began = wall_seconds()
         exchange = _Exchange()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(exchange.listen, receive)
@@ -195,5 +211,6 @@ def http_lane(app: WarrenApp, inner: ASGIApp) -> ASGIApp:
                 await send({"type": "http.response.start", "status": status, "headers": headers})
                 await send({"type": "http.response.body", "body": body, "more_body": False})
             nursery.cancel_scope.cancel()
+        metrics.request(POLL_ROUTE if route == "observations" else SUBMIT_ROUTE, "http", wall_seconds() - began)
 
     return lane

@@ -95,7 +95,7 @@ async def _agent_socket(app: WarrenApp, scope: Scope, receive: Receive, send: Se
     await send({"type": "websocket.accept", "subprotocol": None,
                 "headers": [(PROTOCOL_HEADER.lower().encode(), PROTOCOL_VERSION.encode())]})
     peer = AsgiPeer(receive, send, first)
-    session = AgentSession(state.runs(), state.config.heartbeat_s, peer)
+    session = AgentSession(state.runs(), state.config.heartbeat_s, peer, tracer=state.tracer)
     try:
         try:
             await session.serve()

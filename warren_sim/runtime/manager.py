@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -23,6 +24,8 @@ from typing import Any
 import attrs
 import trio
 
+from ..observability.logs import LogEvent
+from ..observability.metrics import NO_METRICS, Metrics, NoMetrics
 from ..protocol.models import TERMINAL_RUN_STATUSES, ControlledAgents, RoleSelector, RunCreate
 from ..scenarios import LoadedScenario, ScenarioError, instantiate, list_scenarios, load_scenario
 from ..scenarios.loader import find_scenario
@@ -56,8 +59,13 @@ class ServerConfig:
     resume: bool = True  # on start, resume the data dir's live runs (False: mark them crashed)
     allow_origins: tuple[str, ...] = ()  # browser origins allowed besides the server's own (--allow-origin)
     send_timeout_s: float = 10.0  # a spectator that takes no frame for this long is cut (its slot freed)
-    # Called with one line per run lifecycle change (created, started, ended with status); warren serve prints it.
-    on_event: Callable[[str], None] | None = None
+    # Called with one event per run lifecycle change (created, started, ended with status, resumed, not restored):
+    # an observability.logs.LogEvent, whose str() is the human line; warren serve logs it (text or JSON).
+    on_event: Callable[[LogEvent], None] | None = None
+    metrics: bool = True  # GET /metrics and the counting behind it (warren serve --no-metrics: off)
+    # an OpenTelemetry TracerProvider for the agent requests' spans (tests); None: the program's global one if it
+    # installed an SDK provider (warren serve does from the OTEL_* variables), else no tracing
+    tracer_provider: Any = None
 
 
 LOADED_KEPT = 16  # scenarios (name and parameters) kept loaded, for every manager of the process
@@ -100,8 +108,10 @@ _libc: list[Any] = []
 
 
 class RunManager:
-    def __init__(self, config: ServerConfig, nursery: trio.Nursery, wallmap: WallMap) -> None:
+    def __init__(self, config: ServerConfig, nursery: trio.Nursery, wallmap: WallMap, *,
+                 metrics: Metrics | NoMetrics = NO_METRICS) -> None:
         self.config = config
+        self.metrics = metrics  # the app's: each run's adjudications and journal writes are counted there
         self.nursery = nursery
         self.wallmap = wallmap
         self.runs: dict[str, Run | StoredRun] = {}
@@ -131,16 +141,26 @@ class RunManager:
                                   resume=self.config.resume)
             except (RestoreError, OSError, ValueError, KeyError, TypeError) as exc:
                 self.restore_errors.append(f"{path.name}: {exc}")
+                self._say(LogEvent("run.not_restored", f"{path.name} could not be restored: {exc}",
+                                   {"run_id": run_id, "error": str(exc)}, logging.ERROR))
                 continue
+            self._observe(run)
             if not self.config.resume:
                 run._finish("crashed", "server restarted", error="server restarted")
                 run.journal.close()
                 write_view(path, run.view())
                 self.runs[run_id] = self._stored(run_id, path, run.status)
+                self._say(LogEvent("run.ended", f"{run_id} ended: crashed (server restarted, --no-resume)",
+                                   {"run_id": run_id, "status": "crashed", "reason": "server restarted"},
+                                   logging.WARNING))
                 continue
             self.runs[run_id] = run
             self.nursery.start_soon(self._drive, run, name=f"warren run {run_id}")
-            self._say(f"{run_id} resumed: {run.config.scenario} seed {run.config.seed} at t={run.sim.time} ms")
+            self._say(LogEvent("run.resumed", f"{run_id} resumed: {run.config.scenario} seed {run.config.seed} at "
+                               f"t={run.sim.time} ms", {"run_id": run_id, "scenario": run.config.scenario,
+                                                        "seed": run.config.seed, "t": run.sim.time}))
+            if self.config.on_event is not None:
+                self.nursery.start_soon(self._report_lifecycle, run, self.config.on_event, True)
 
     def _stored(self, run_id: str, path: Path, status: str) -> StoredRun:
         return StoredRun(run_id, path, status, self._rebuild_ended, self.config.max_spectators)
@@ -153,6 +173,7 @@ class RunManager:
                               max_polls=self.config.max_polls_per_lease,
                               max_spectators=self.config.max_spectators, fsync=self.config.fsync)
             run.after_end_change = lambda: write_view(stored.path, run.view())
+            self._observe(run)
             if stored.leases is not None:  # ended in this process: its leases keep their own expiry
                 for aid, ra in run.remote.items():
                     ra.lease = stored.leases.get(aid)
@@ -177,9 +198,13 @@ class RunManager:
                 await trio.sleep(0)  # the waiters the end released go first
                 _give_back_memory()
 
-    def _say(self, line: str) -> None:
+    def _say(self, event: LogEvent) -> None:
         if self.config.on_event is not None:
-            self.config.on_event(line)
+            self.config.on_event(event)
+
+    def _observe(self, run: Run) -> None:
+        """Count the run's adjudications and journal writes in the app's metrics."""
+        run.metrics = run.journal.metrics = self.metrics
 
     def get(self, run_id: str) -> Run | StoredRun:
         run = self.runs.get(run_id)
@@ -217,13 +242,18 @@ class RunManager:
         config = RunConfig(run_id, scenario, seed, tuple(controlled), body.npc_policy, body.pace,
                            body.decision_deadline_s, dict(loaded.params), self.config.lease_ttl,
                            self.config.max_polls_per_lease, self.config.max_spectators)
-        run = Run(config, sim, policies, Journal(path, fsync=self.config.fsync), self.wallmap,
+        journal = Journal(path, fsync=self.config.fsync)
+        journal.metrics = self.metrics
+        run = Run(config, sim, policies, journal, self.wallmap,
                   lease_file=lease_path(path) if path is not None else None)
+        run.metrics = self.metrics
         self.runs[run_id] = run
         self.nursery.start_soon(self._drive, run, name=f"warren run {run_id}")
         if self.config.on_event is not None:
-            self.config.on_event(f"{run_id} created: {scenario} seed {seed}, controlled "
-                                 f"{_shown(controlled) or 'none'}, npc_policy {body.npc_policy}")
+            self.config.on_event(LogEvent(
+                "run.created", f"{run_id} created: {scenario} seed {seed}, controlled {_shown(controlled) or 'none'}, "
+                f"npc_policy {body.npc_policy}", {"run_id": run_id, "scenario": scenario, "seed": seed,
+                                                  "controlled_agents": len(controlled), "npc_policy": body.npc_policy}))
             self.nursery.start_soon(self._report_lifecycle, run, self.config.on_event)
         return run
 
@@ -273,14 +303,19 @@ class RunManager:
         return list(chosen)
 
     @staticmethod
-    async def _report_lifecycle(run: Run, say: Callable[[str], None]) -> None:
-        """One line when the run starts and one when it ends, with its status and reason (``warren serve``)."""
+    async def _report_lifecycle(run: Run, say: Callable[[LogEvent], None], resumed: bool = False) -> None:
+        """One event when the run starts (not again for a resumed one) and one when it ends, with its status and
+        reason (``warren serve``)."""
+        rid = run.run_id
         await run.started.wait()
-        if not run.is_ended:
-            say(f"{run.run_id} started")
+        if not run.is_ended and not resumed:
+            say(LogEvent("run.started", f"{rid} started", {"run_id": rid}))
         await run.ended.wait()
         result = run.view().get("result") or {}
-        say(f"{run.run_id} ended: {run.status}" + (f" ({result['reason']})" if result.get("reason") else ""))
+        reason = result.get("reason")
+        say(LogEvent("run.ended", f"{rid} ended: {run.status}" + (f" ({reason})" if reason else ""),
+                     {"run_id": rid, "status": run.status, "reason": reason, "error": run.error,
+                      "sim_time_ms": run.sim.time}, logging.ERROR if run.status == "crashed" else logging.INFO))
 
     def list_views(self) -> list[dict[str, Any]]:
         return [r.view() for r in self.runs.values()]

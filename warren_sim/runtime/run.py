@@ -24,9 +24,10 @@ import trio
 
 from ..engine import NOOP, Batch, Observation, Policy, Simulation, briefing
 from ..engine.headless import answer_or_noop
+from ..observability.metrics import NO_METRICS, Metrics, NoMetrics
 from ..protocol.models import TERMINAL_RUN_STATUSES, ControlledAgents, Receipt, RoleSelector
 from ..protocol.verdicts import Judgement, judge, record_acceptance
-from .clock import WallMap, unix_now
+from .clock import WallMap, unix_now, wall_seconds
 from .errors import RunError, too_many_spectators
 from .journal import Journal
 from .leases import Delivery, RemoteAgent, check_lease, poll_slot, take_lease
@@ -71,6 +72,8 @@ class RunConfig:
 
 
 class Run:
+    metrics: Metrics | NoMetrics = NO_METRICS  # the app's, set by the manager: each adjudication's time
+
     def __init__(self, config: RunConfig, sim: Simulation, policies: dict[str, Policy], journal: Journal,
                  wallmap: WallMap, *, lease_file: Path | None = None, restored: bool = False) -> None:
         self.config = config
@@ -232,7 +235,9 @@ class Run:
                 self._close_unanswered(waiting)
             if not waited:  # nobody to wait for (NPCs, unclaimed agents): let the other tasks run
                 await trio.lowlevel.checkpoint()
+            began = wall_seconds()
             sim.adjudicate()
+            self.metrics.adjudicated(wall_seconds() - began)
             # Not flushed here: nothing waits between this and the next batch's publication, whose flush
             # writes both batches' records in one write (and the run's end flushes the last ones).
             self.journal.extend(sim.drain_records())
