@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["NO_TRACER", "NoTracer", "RequestSpan", "Tracer", "configure_from_env", "inject_traceparent",
-           "model_call", "tracer_for"]
+           "model_call", "tracer_for", "with_traceparent"]
 
 INSTRUMENTATION = "warren_sim"
 
@@ -163,6 +163,14 @@ def inject_traceparent(headers: MutableMapping[str, str]) -> None:
 
         _propagator.append(TraceContextTextMapPropagator())
     _propagator[0].inject(headers)
+
+
+def with_traceparent(params: dict[str, Any]) -> dict[str, Any]:
+    """A JSON-RPC request's ``params`` with the current span's ``traceparent`` (and ``tracestate``) added, as the
+    agent WebSocket reads them; ``params`` itself when no span is current."""
+    carrier: dict[str, str] = {}
+    inject_traceparent(carrier)
+    return {**params, **carrier} if carrier else params
 
 
 # -- the LLM policy's side ---------------------------------------------------------------------------------
