@@ -130,7 +130,8 @@ class LLMPolicy:
     """
 
     def __init__(self, agent_id: str, role: str, briefing: Mapping[str, Any], config: LLMConfig, *,
-                 client: Any = None, sleep: Callable[[float], None] | None = None) -> None:
+                 client: Any = None, sleep: Callable[[float], None] | None = None,
+                 tracer_provider: Any = None) -> None:
         self.agent_id = agent_id
         self.role = role
         self.config = config
@@ -146,6 +147,7 @@ class LLMPolicy:
         # what each model call's GenAI span records (warren_sim/observability/tracing.py; off unless tracing is on)
         self._server = urlsplit(config.base_url).hostname
         self._settings = {"temperature": config.temperature}
+        self._tracer_provider = tracer_provider  # None: the program's global one, if it installed an SDK one
         if sleep is None:
             import time
 
@@ -247,7 +249,8 @@ class LLMPolicy:
                                       "or a slower pace gives it more time")
             try:
                 self.requests += 1
-                with model_call(self.config.model, server_address=self._server, request=self._settings) as call:
+                with model_call(self.config.model, server_address=self._server, request=self._settings,
+                                tracer_provider=self._tracer_provider) as call:
                     try:
                         completion = self._client.chat.completions.create(**kwargs, timeout=remaining)
                     except openai.APIError as exc:
