@@ -137,7 +137,7 @@ _RUN_LINKS = (
 )
 _RUN_READ_LINKS = tuple(link for link in _RUN_LINKS if link.operation_id not in ("getRun", "cancelRun"))
 # a run every agent of which is remote, with an hour per decision: what a client exploring the API needs next
-_ALL_REMOTE = {"controlled_agents": "all", "npc_policy": "solution", "pace": None, "decision_deadline_s": 3600,
+_ALL_REMOTE: dict[str, Any] = {"controlled_agents": "all", "npc_policy": "solution", "pace": None, "decision_deadline_s": 3600,
                "params": {}}
 _SCENARIO_LINKS = (
     Link("CreateRun", "createRun", (("scenario", "$response.body#/scenarios/0/name"),),
