@@ -40,6 +40,7 @@ from bench.common import (
     trim_profile,
     warren_serve,
 )
+from warren_sim.runtime.clock import wall_seconds
 
 KS = (1, 16, 64)
 # K = 64 is also played on bench/scenarios/warren_trips (each forager makes LONG_SEEDS trips, ~4 decisions each):
@@ -51,6 +52,46 @@ ECHO_STEPS = 128
 SCENARIOS = ("--scenarios", str(REPO / "bench" / "scenarios"))
 TARGET_K = 64
 TARGET_EFFICIENCY = 0.8
+
+
+class Scraper:
+    """``--scrape S``: a thread that GETs the server's ``/metrics`` every S seconds while the benchmark runs, as a
+    Prometheus would; each scrape's body is parsed (prometheus_client's parser), so a broken one stops it."""
+
+    def __init__(self, url: str, every: float) -> None:
+        import threading
+
+        self.url, self.every = url, every
+        self.stop = threading.Event()
+        self.times: list[float] = []
+        self.sizes: list[int] = []
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> Scraper:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(10)
+
+    def _loop(self) -> None:
+        import httpx
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with httpx.Client(base_url=self.url, timeout=10) as http:
+            while not self.stop.wait(self.every):
+                t0 = wall_seconds()
+                r = http.get("/metrics")
+                self.times.append(wall_seconds() - t0)
+                r.raise_for_status()
+                self.sizes.append(len(r.content))
+                list(text_string_to_metric_families(r.text))
+
+    def report(self) -> dict[str, Any]:
+        return {"every_s": self.every, "scrapes": len(self.times),
+                "ms_median": summary(t * 1000 for t in self.times)["median"],
+                "bytes_median": summary(self.sizes)["median"]}
 
 
 def trivial_server(raw: bool = False) -> ServerProcess:
@@ -103,7 +144,8 @@ def run(opts: Options) -> dict[str, Any]:
     raw: dict[tuple[int, bool, tuple[str, int, int]], list[dict[str, Any]]] = {}
     floors: list[dict[str, Any]] = []  # (informational) the raw-ASGI floor at TARGET_K, next to the judged ceiling
     with warren_serve(*SCENARIOS) as warren, trivial_server() as trivial, \
-            (trivial_server(raw=True) if not opts.quick else contextlib.nullcontext()) as trivial_raw:
+            (trivial_server(raw=True) if not opts.quick else contextlib.nullcontext()) as trivial_raw, \
+            (Scraper(warren.url, opts.scrape) if opts.scrape else contextlib.nullcontext()) as scraper:
         for _ in range(reps):
             for k in KS:  # side by side: the protocol (both ways), then the ceiling, under the same noise
                 runs = {(nw, sc): http_agents(warren.url, warren.pid, k, duration, nw, sc[1], sc[2])
@@ -166,6 +208,10 @@ def run(opts: Options) -> dict[str, Any]:
                               eff(True, TRIPS), ">=", TARGET_EFFICIENCY))
     targets_table(targets)
     out: dict[str, Any] = {"results": results, "targets": targets}
+    if scraper is not None:
+        out["scrapes"] = scraper.report()
+        print(f"scraped GET /metrics every {opts.scrape:g} s: {out['scrapes']['scrapes']} scrapes, "
+              f"{out['scrapes']['bytes_median']:.0f} bytes, {out['scrapes']['ms_median']:.1f} ms each (median)")
     if floors:
         out["floors"] = _floors(floors, reps, duration)
     if opts.profile:
