@@ -74,6 +74,20 @@ async def test_a_served_run_moves_the_counters(tmp_path):
         assert value(after, "warren_leases") == 1 and value(after, "warren_long_polls") == 0
 
 
+async def test_fsync_latency_is_observed_with_fsync(tmp_path):
+    """With --fsync (ServerConfig.fsync) an accepted command's fsync is timed in warren_journal_fsync_seconds."""
+    async with served(tmp_path, fsync=True) as api:
+        run = await api.create(controlled_agents=["engineer-1"], npc_policy="solution")
+        lease = await api.claim(run)
+        _, env = await api.poll(run, lease)
+        status, receipt = await api.submit(run, lease, {"command_id": "c-1", "observation_id": env["observation_id"],
+                                                        "noop": True})
+        assert status == 200 and receipt["status"] == "accepted"
+        families = await scrape(api)
+        assert value(families, "warren_journal_fsync_seconds_count") >= 1
+        assert value(families, "warren_journal_fsync_seconds_sum") > 0
+
+
 async def test_parked_long_polls_and_spectators_are_read_at_scrape_time(tmp_path):
     """A long-poll parked while the scrape runs is counted, and so is a spectator stream; both gone afterwards."""
     async with served(tmp_path) as api:
