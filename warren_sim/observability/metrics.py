@@ -24,12 +24,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
-from prometheus_client import CollectorRegistry, Counter, Histogram, Info
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.exposition import choose_encoder
-from prometheus_client.gc_collector import GCCollector
-from prometheus_client.platform_collector import PlatformCollector
-from prometheus_client.process_collector import ProcessCollector
+
+# prometheus_client (about 0.1 s to import: it brings http.server, inspect, wsgiref) is imported when an app makes
+# its Metrics, not by every module that names the types here (the run loop, the journal, the SDK's neighbours)
 
 __all__ = ["NO_METRICS", "Metrics", "NoMetrics", "State"]
 
@@ -58,10 +55,12 @@ class _StateCollector:
     def __init__(self, read: Callable[[], State | None]) -> None:
         self.read = read
 
-    def describe(self) -> list[Metric]:
-        return []  # collect() is not called at registration: the app's state may not exist yet
+    def describe(self) -> list[Any]:
+        return []  # nothing to check at registration (the app's state may not exist yet)
 
-    def collect(self) -> Iterable[Metric]:
+    def collect(self) -> Iterable[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
         state = self.read()
         if state is None:  # the app is not serving yet
             return
@@ -84,7 +83,13 @@ class Metrics:
     enabled = True
 
     def __init__(self, *, version: str, engine: str, engine_why: str = "") -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
+        from prometheus_client import CollectorRegistry, Counter, Histogram, Info
+        from prometheus_client.gc_collector import GCCollector
+        from prometheus_client.platform_collector import PlatformCollector
+        from prometheus_client.process_collector import ProcessCollector
+
+        # auto_describe off: registering the process collector would read /proc once per app (a test makes many)
+        self.registry = CollectorRegistry()
         reg = self.registry
         ProcessCollector(registry=reg)
         PlatformCollector(registry=reg)
@@ -149,6 +154,8 @@ class Metrics:
     def exposition(self, accept: str | None = None) -> tuple[bytes, str]:
         """The registry in the format ``accept`` asks for (OpenMetrics when asked, else Prometheus text 0.0.4):
         ``(body, content type)``."""
+        from prometheus_client.exposition import choose_encoder
+
         encoder, content_type = choose_encoder(accept or "")
         return encoder(self.registry), content_type
 
