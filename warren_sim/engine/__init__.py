@@ -5,7 +5,7 @@ See ``sim.Simulation`` for the three calls that drive it.
 
 # First: which build of the hot modules runs (compiled when installed and built from these sources; see build.py).
 from .build import BUILD, WHY  # isort: skip
-from . import headless, perception, rules, scheduler, sim, world  # noqa: F401  (engine.sim...: the hot modules)
+from . import command, effects, headless, perception, rules, scheduler, sim, world  # noqa: F401  (engine.sim...: the hot modules)
 from .briefing import briefing, canonical_json, content_hash
 from .headless import run_headless
 from .layout import layout
