@@ -76,21 +76,25 @@ def validate(sim: Perceivable, agent: Agent, obs: Observation, command: dict[str
 def validate_payload(sim: Perceivable, agent: Agent, obs: Observation, payload: dict[str, Any]) -> str | None:
     """A command of the right shape against ``obs``: a sleep or noop is valid; an action asks its tool's entry.
 
-    The tool's fast path (``fast_valid``) answers first; when it cannot, the full path words the refusal: the
-    tool is one of the agent's, available now, its args fit the schema, then each value is among the choices
-    (or the entry accepts it off them).
+    The tool's fast path (``fast_valid``) answers first; when it cannot, :func:`explain` does.
     """
     if "action" not in payload:
         return None
     name = payload["action"]
-    rules = sim.rules
     if type(name) is str and name in agent.tools:
-        entry = rules[name]
-        ok, resolved = entry.fast_valid(sim, agent, payload)
+        ok, resolved = sim.rules[name].fast_valid(sim, agent, payload)
         if ok:
             if resolved is not None:
                 obs.parsed = (payload, resolved)
             return None
+    return explain(sim, agent, obs, payload)
+
+
+def explain(sim: Perceivable, agent: Agent, obs: Observation, payload: dict[str, Any]) -> str | None:
+    """The full validation of an action, which words the refusal: the tool is one of the agent's, available
+    now, its args fit the schema, then each value is among the observation's choices (or the tool's entry
+    accepts it off them). What a tool's ``fast_valid`` accepts, this accepts too (tests/test_engine_fast_paths.py)."""
+    name = payload["action"]
     if not isinstance(name, str):
         return f"action must be a tool name (a string), got {type(name).__name__} {name!r}; your tools: " \
                + ", ".join(agent.tools)
@@ -99,7 +103,7 @@ def validate_payload(sim: Perceivable, agent: Agent, obs: Observation, payload: 
     params, why = obs.tool_choices(name)
     if params is None:
         return f"{name} is not available now: {why}"
-    entry = rules[name]
+    entry = sim.rules[name]
     args = payload.get("args", {})
     err = check_args(name, entry.tool.input_schema, args)
     if err:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .spec import ScenarioSpec
 from .rules import catalog
+from .spec import ScenarioSpec
 from .world import Cell, World
 
 

@@ -178,6 +178,15 @@ class ToolRules:
 
 # -- move_to ------------------------------------------------------------------------------------------------
 
+def open_grid_move(w: World, cell: Cell, dest: Cell) -> bool:
+    """A move within one space to another place (or off any place): the commonest, ``move_check``'s
+    ``(None, Manhattan steps)`` without asking it (the fast path of ``plan`` and ``finish``)."""
+    if dest[0] != cell[0] or dest == cell:
+        return False
+    place = w.cell_place.get(dest)
+    return place is None or place != w.cell_place.get(cell)
+
+
 def move_check(w: World, cell: Cell, dest: Cell) -> tuple[str | None, int]:
     """A move from ``cell`` to ``dest`` now: ``(None, steps)``, or ``("", 0)`` when it is already there (the
     caller words it) or ``(why, 0)`` when no path is open."""
@@ -256,8 +265,7 @@ class MoveTo(ToolRules):
         w = fx.world
         dest: Cell = w.resolve_cell(args["dest"]) if resolved is None else resolved
         cell = agent.cell
-        if dest[0] == cell[0] and dest != cell and (  # one open grid, another place: move_check, inline
-                (place := w.cell_place.get(dest)) is None or place != w.cell_place.get(cell)):
+        if open_grid_move(w, cell, dest):
             return None, max(1, (abs(cell[1] - dest[1]) + abs(cell[2] - dest[2])) * fx.conv.step_ms), dest
         err, steps = move_check(w, cell, dest)
         if err is not None:
@@ -269,8 +277,7 @@ class MoveTo(ToolRules):
         dest = action.dest
         assert dest is not None
         cell = agent.cell
-        if dest != cell and dest[0] == cell[0] and (  # one open grid, another place: move_check, inline
-                (place := fx.world.cell_place.get(dest)) is None or place != fx.world.cell_place.get(cell)):
+        if open_grid_move(fx.world, cell, dest):
             move(fx, agent, dest)
             return None
         err, _ = move_check(fx.world, cell, dest)
