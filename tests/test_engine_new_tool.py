@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from simworld import agent, make_spec, obs_of, outcome_of, play, records
+from test_loader import VALID, write
 
 from warren_sim.engine import Simulation, briefing, layout
 from warren_sim.engine import rules as R
@@ -106,35 +107,6 @@ def test_a_new_tools_check_runs_at_adjudication() -> None:
 @pytest.mark.usefixtures("with_wave")
 def test_a_scenario_may_not_take_a_new_generic_tools_name(tmp_path: Path) -> None:
     """The loader's reserved names are the table's: a scenario tool named ``wave`` is refused."""
-    directory = tmp_path / "tiny"
-    directory.mkdir()
-    (directory / "scenario.toml").write_text(TINY.replace("{name}", "wave"), encoding="utf-8")
+    text = VALID.replace('name = "fix"', 'name = "wave"').replace('tools = ["fix"]', 'tools = ["wave"]')
     with pytest.raises(ScenarioError, match="expected a name other than the generic tools .*wave"):
-        load_scenario(str(directory))
-
-
-TINY = """
-name = "tiny"
-title = "Tiny"
-premise = "A tool named {name}."
-[[spaces]]
-name = "s"
-width = 2
-height = 1
-[[places]]
-name = "here"
-space = "s"
-x = 0
-y = 0
-[[tools]]
-name = "{name}"
-description = "Does a thing."
-[[roles]]
-name = "r"
-description = "Does things."
-tools = ["{name}"]
-[[agents]]
-id = "a"
-role = "r"
-at = "here"
-"""
+        load_scenario(str(write(tmp_path, text)))

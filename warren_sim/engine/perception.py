@@ -4,18 +4,22 @@ The observation object is the wire truth (design rule 1 of warren-agent/0); ``te
 same facts for an LLM prompt and is built only when someone asks for it, so headless runs with
 thousands of agents do not pay for prose nobody reads. Affordances list, per available tool, the
 finite choices of each parameter and ready-to-send argument suggestions; they are also what a
-command is validated against.
+command is validated against (``command.py``).
+
+Perception names no tool: each tool's choices, and the hints its affordance shows, are its entry of the rules
+table (``rules.py``), asked through :func:`_tool_choices`. What it reads of the run is :class:`Perceivable`
+(the simulation, which subclasses it), so this module never imports ``sim.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from typing import Any, Protocol
 
 from .effects import Effects
 from .errors import StaleObservation
 from .rules import GENERIC, TELL_CHOICES_LIMIT, ChoicesOrWhy, ToolRules
-from .world import Agent, cell_name
+from .world import Agent, World, cell_name
 
 MAX_SUGGESTIONS = 5
 _NONE: tuple[()] = ()  # "no messages/events since the last wake", shared (a field built from it is a new [])
@@ -291,14 +295,19 @@ class Observation:
         return found
 
 
-def _item_view(sim: Perceivable, iid: str) -> dict[str, Any]:
-    it = sim.world.items[iid]
-    view: dict[str, Any] = {"id": it.id, "kind": it.kind, "name": it.name}
-    if it.inside is not None:
-        view["in"] = it.inside
-    if it.container:
-        view["container"] = True
-    return view
+def _item_views(w: World, ids: Iterable[str]) -> list[dict[str, Any]]:
+    """What an agent is shown of each of these items (one loop per field, not a call per item: the hot path)."""
+    items = w.items
+    out = []
+    for i in ids:
+        it = items[i]
+        view: dict[str, Any] = {"id": it.id, "kind": it.kind, "name": it.name}
+        if it.inside is not None:
+            view["in"] = it.inside
+        if it.container:
+            view["container"] = True
+        out.append(view)
+    return out
 
 
 def _agent_view(sim: Perceivable, aid: str) -> dict[str, Any]:
@@ -329,18 +338,9 @@ def _f_busy(o: Observation) -> list[dict[str, Any]]:
 def _f_you(o: Observation) -> dict[str, Any]:
     sim, agent = o._sim, o._agent
     w = sim.world
-    inventory = []
-    items = w.items
-    for i in agent.inventory:  # _item_view(sim, i), inline
-        it = items[i]
-        view: dict[str, Any] = {"id": it.id, "kind": it.kind, "name": it.name}
-        if it.inside is not None:
-            view["in"] = it.inside
-        if it.container:
-            view["container"] = True
-        inventory.append(view)
     return {"id": agent.id, "name": agent.name, "role": agent.role, "cell": cell_name(agent.cell),
-            "place": w.cell_place.get(agent.cell), "inventory": inventory, "capacity": sim.conv.max_inventory}
+            "place": w.cell_place.get(agent.cell), "inventory": _item_views(w, agent.inventory),
+            "capacity": sim.conv.max_inventory}
 
 
 def _p_name(o: _Source) -> str | None:
@@ -359,17 +359,7 @@ def _p_description(o: _Source) -> str:
 
 def _p_items(o: _Source) -> list[dict[str, Any]]:
     w = o._sim.world
-    items = w.items
-    out = []
-    for i in w.items_in_reach(o._agent.cell):  # _item_view(sim, i), inline
-        it = items[i]
-        view: dict[str, Any] = {"id": it.id, "kind": it.kind, "name": it.name}
-        if it.inside is not None:
-            view["in"] = it.inside
-        if it.container:
-            view["container"] = True
-        out.append(view)
-    return out
+    return _item_views(w, w.items_in_reach(o._agent.cell))
 
 
 def _p_agents(o: _Source) -> list[dict[str, Any]]:
@@ -412,9 +402,9 @@ def _f_visible(o: Observation) -> dict[str, Any]:
                 if budget > 0:
                     visible_agents.append({**_agent_view(sim, aid), "cell": cell_name(c), "distance": dist})
                     budget -= 1
-            for iid in sorted(w.items_at.get(c, ())):
+            for view in _item_views(w, sorted(w.items_at.get(c, ()))):
                 if budget > 0:
-                    visible_items.append({**_item_view(sim, iid), "cell": cell_name(c), "distance": dist})
+                    visible_items.append({**view, "cell": cell_name(c), "distance": dist})
                     budget -= 1
     return {"agents": visible_agents, "items": visible_items}
 

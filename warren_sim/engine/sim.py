@@ -6,6 +6,10 @@ Drive it with three calls and nothing else::
     sim.answer(agent_id, command)  # one command per observation of the batch (validate() first)
     sim.adjudicate()               # apply the batch's answers in the seeded order
 
+A tool's rules are not here: each is its entry of the rules table (``rules.py``), which the simulation asks
+to plan, apply and finish a command; the entry acts on the run through the effects the simulation implements
+(``effects.Effects``). Validation is ``command.py``'s, perception ``perception.py``'s.
+
 It never sleeps, reads a clock or does I/O; the same spec, seed and answers give the same records,
 byte for byte. Everything that decides an order goes through ``self.rng`` (seeded once) or the
 scheduler's ``(time, priority, seq)`` keys.
