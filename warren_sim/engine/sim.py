@@ -234,7 +234,8 @@ class Simulation(Perceivable):
                         continue
                 break
             self._instant = -1
-            self._end_if_all_met()
+            if self._all_met:
+                self._end_if_all_met()
             if not self._live:
                 break
             if woken:
@@ -338,7 +339,8 @@ class Simulation(Perceivable):
         self.batch_no += 1
         if self._event_wakes:
             self._flush_event_wakes()
-        self._end_if_all_met()
+        if self._all_met:
+            self._end_if_all_met()
 
     def cancel(self, reason: str = "cancelled by an operator") -> None:
         if not self.ended:
