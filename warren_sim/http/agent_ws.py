@@ -20,19 +20,18 @@ from typing import Any, Protocol
 import attrs
 import orjson
 import trio
-from quart import websocket
 
 from .. import __version__
 from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
 from ..protocol.converter import converter
 from ..protocol.strict_json import StrictJSONError, loads_strict
+from ..runtime import agent_ops
 from ..runtime.errors import RunError
 from ..runtime.leases import RemoteAgent
 from ..runtime.manager import RunManager
 from ..runtime.run import Run
 from ..runtime.stored import StoredRun
 from ..runtime.views import current_wire
-from .state import WarrenApp
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 NOTIFICATIONS = ("observation", "observations", "outcome", "outcomes", "run.status")
@@ -94,8 +93,7 @@ class Subscription:
 
 
 class Peer(Protocol):
-    """The connection's other end, as the session needs it: Quart's ``websocket`` (:class:`QuartPeer`) or the
-    raw ASGI lane's (:mod:`.ws_lane`)."""
+    """The connection's other end, as the session needs it (:class:`.ws_lane.AsgiPeer`; a test may bring its own)."""
 
     async def receive(self) -> str | bytes | None:
         """The next message; None once the peer has gone."""
@@ -105,24 +103,11 @@ class Peer(Protocol):
     async def close(self, code: int, reason: str) -> None: ...
 
 
-class QuartPeer:
-    """Quart's ``websocket`` context object as a :class:`Peer`."""
-
-    async def receive(self) -> str | bytes | None:
-        return await websocket.receive()  # a disconnect cancels the handler (Quart-Trio)
-
-    async def send(self, text: str) -> None:
-        await websocket.send(text)
-
-    async def close(self, code: int, reason: str) -> None:
-        await websocket.close(code, reason)
-
-
 class AgentSession:
     """One WebSocket connection: its subscriptions, its heartbeat, its sender."""
 
-    def __init__(self, manager: RunManager, heartbeat_s: float, peer: Peer | None = None) -> None:
-        self.peer: Peer = peer if peer is not None else QuartPeer()
+    def __init__(self, manager: RunManager, heartbeat_s: float, peer: Peer) -> None:
+        self.peer = peer
         self.manager = manager
         self.heartbeat_s = heartbeat_s
         self.subs: dict[tuple[str, str], Subscription] = {}
@@ -225,18 +210,17 @@ class AgentSession:
         except RpcError as exc:
             return _error(rid, exc.code, exc.message, exc.data)
         except RunError as exc:
-            return _error(rid, exc.status, _TITLES.get(exc.status, "Refused"),
-                          {"status": exc.status, "detail": exc.detail})
+            data = {"status": exc.status, "detail": exc.detail}
+            if exc.run_status is not None:  # an ended run's 410: its terminal status as data
+                data["run_status"] = exc.run_status
+            return _error(rid, exc.status, _TITLES.get(exc.status, "Refused"), data)
         return {"jsonrpc": "2.0", "id": rid, "result": result}
 
-    def _run(self, params: dict[str, Any], method: str) -> Run | StoredRun:
-        return self.manager.get(_str_param(params, "run_id", method))
-
-    def _authed(self, params: dict[str, Any], method: str) -> tuple[Run | StoredRun, RemoteAgent]:
-        run = self._run(params, method)
-        agent_id = _str_param(params, "agent_id", method)
-        lease = _str_param(params, "lease", method, optional=True)
-        return run, run.authenticate(agent_id, lease)
+    def _agent(self, params: dict[str, Any], method: str) -> tuple[Run | StoredRun, str, str | None]:
+        """The run, the agent and the lease a method names (``run_id``, ``agent_id``, ``lease``: -32602 when they
+        are not strings; 404 for an unknown run)."""
+        run = self.manager.get(_str_param(params, "run_id", method))
+        return run, _str_param(params, "agent_id", method), _str_param(params, "lease", method, optional=True)
 
     def m_initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         asked = params.get("protocol", PROTOCOL_VERSION)
@@ -259,50 +243,44 @@ class AgentSession:
         return {"origin_ns": origin, "receive_ns": now, "transmit_ns": now}
 
     def m_claim(self, params: dict[str, Any]) -> dict[str, Any]:
-        run = self._run(params, "agent.claim")
+        run = self.manager.get(_str_param(params, "run_id", "agent.claim"))
         agent_id = _str_param(params, "agent_id", "agent.claim")
         parts = _parts_param(params, "agent.claim")
-        token, resumed = run.claim(agent_id, _str_param(params, "lease", "agent.claim", optional=True))
-        sub = self._subscribe(run, run.remote[agent_id])
+        token, resumed = agent_ops.claim(run, agent_id, _str_param(params, "lease", "agent.claim", optional=True))
+        sub = self._subscribe(run, run.agent(agent_id))
         if parts is not None:  # as agent.subscribe's parts, without a second request before the first envelope
             sub.parts = parts
-        return {"lease": token, "briefing_revision": 1, "resumed": resumed}
+        return {"lease": token, "briefing_revision": agent_ops.BRIEFING_REVISION, "resumed": resumed}
 
     def m_release(self, params: dict[str, Any]) -> dict[str, Any]:
-        run = self._run(params, "agent.release")
-        agent_id = _str_param(params, "agent_id", "agent.release")
-        run.release(agent_id, _str_param(params, "lease", "agent.release", optional=True))
+        run, agent_id, lease = self._agent(params, "agent.release")
+        agent_ops.release(run, agent_id, lease)
         sub = self.subs.pop((run.run_id, agent_id), None)
         if sub is not None:
             _unlisten(sub)
         return {"agent_id": agent_id, "released": True}
 
     def m_briefing(self, params: dict[str, Any]) -> dict[str, Any]:
-        run, ra = self._authed(params, "agent.briefing")
-        return run.briefing_for(ra.agent_id)
+        return agent_ops.briefing(*self._agent(params, "agent.briefing"))
 
     def m_subscribe(self, params: dict[str, Any]) -> dict[str, Any]:
-        run, ra = self._authed(params, "agent.subscribe")
-        if run.is_ended:
-            raise RunError(410, f"{run.run_id} has ended with status {run.status}; there will be no more "
-                           "observations")
+        run, agent_id, lease = self._agent(params, "agent.subscribe")
+        ra = agent_ops.subscribe(run, agent_id, lease)
         parts = _parts_param(params, "agent.subscribe")
         sub = self._subscribe(run, ra, keep_seq=True)
         sub.parts = PARTS if parts is None else parts
         return {"agent_id": ra.agent_id, "parts": list(sub.parts)}
 
     def m_submit(self, params: dict[str, Any]) -> dict[str, Any]:
-        run, ra = self._authed(params, "agent.submit")
-        command = params.get("command")
-        lease = params.get("lease")
+        run, agent_id, lease = self._agent(params, "agent.submit")
+        ra = agent_ops.authenticate(run, agent_id, lease)
         defer = self._batching and isinstance(run, Run)  # a stored run's rebuild writes its own
-        judgement = run.submit(ra, command, lease if isinstance(lease, str) else None, write=not defer)
+        judgement = agent_ops.submit(run, ra, params.get("command"), lease, write=not defer)
         if defer and judgement.accept and isinstance(run, Run):
             self._to_write[run.run_id] = run
         if judgement.accept:
             self.accepted_in[run.run_id] = run
-        if judgement.receipt is None:
-            raise RunError(422, judgement.problem_detail)
+        assert judgement.receipt is not None  # agent_ops.submit refuses a command without one (422)
         sub = self.subs.get((run.run_id, ra.agent_id))
         if sub is not None and judgement.accept:
             # tracked from here; it changes when the run adjudicates, which pokes the agent (so its listener)
@@ -334,9 +312,9 @@ class AgentSession:
         return {"results": out}
 
     def m_receipt(self, params: dict[str, Any]) -> dict[str, Any]:
-        run, ra = self._authed(params, "agent.receipt")
+        run, agent_id, lease = self._agent(params, "agent.receipt")
         cid = _str_param(params, "command_id", "agent.receipt")
-        return converter.unstructure(run.receipt(ra, cid))
+        return converter.unstructure(agent_ops.receipt(run, agent_id, lease, cid))
 
     # -- pushing -------------------------------------------------------------------------------------
     def _subscribe(self, run: Run | StoredRun, ra: RemoteAgent, keep_seq: bool = False) -> Subscription:
@@ -554,22 +532,3 @@ def refused_protocol(headers: Any) -> str | None:
 
 class Dropped(Exception):
     """The peer fell silent; ends the session (the heartbeat closed the connection with 1001)."""
-
-
-def register(app: WarrenApp) -> None:
-    """Add ``WS /v1/agent`` to ``app`` (served by the raw ASGI lane, :mod:`.ws_lane`, when installed; this route
-    is the same session behind Quart's websocket object, and keeps the rule in the app's URL map)."""
-    state = app.warren
-
-    @app.websocket("/v1/agent")
-    async def agent_socket() -> None:
-        refused = refused_protocol(websocket.headers)
-        if refused is not None:
-            await websocket.close(1002, refused)
-            return
-        await websocket.accept(headers={PROTOCOL_HEADER: PROTOCOL_VERSION})
-        session = AgentSession(state.runs(), state.config.heartbeat_s)
-        try:
-            await session.serve()
-        except* Dropped:  # raised in the session's nursery: the heartbeat closed the connection (1001)
-            pass

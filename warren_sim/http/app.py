@@ -17,7 +17,6 @@ from __future__ import annotations
 from ..protocol.strict_json import MAX_BODY_BYTES
 from ..runtime.manager import ServerConfig
 from .agent_routes import register_agent_routes
-from .agent_ws import register as register_agent_ws
 from .docs_routes import register_docs_routes
 from .hooks import register_hooks
 from .http_lane import http_lane
@@ -41,7 +40,6 @@ def create_app(config: ServerConfig | None = None) -> WarrenApp:
     register_hooks(app)
     register_docs_routes(app)  # GET /v1/schemas, /v1/schemas/<name>, /v1/openapi.json
     register_stream_routes(app)  # WS /v1/runs/<run>/stream, GET /v1/runs/<run>/events
-    register_agent_ws(app)  # WS /v1/agent
     register_scenario_routes(app)  # GET /v1, /v1/scenarios, /v1/scenarios/<name>
     register_run_routes(app)  # /v1/runs, /v1/runs/<run>, .../start, .../journal
     register_agent_routes(app)  # /v1/runs/<run>/agents/<agent>/...
