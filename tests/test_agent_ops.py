@@ -19,6 +19,8 @@ from server_helpers import served
 from transports import ws_agent
 
 from warren_sim.http import agent_routes, agent_ws, http_lane
+from warren_sim.protocol.models import TERMINAL_RUN_STATUSES
+from warren_sim.protocol.schema_registry import load_schema
 from warren_sim.runtime import agent_ops
 from warren_sim.runtime.stored import StoredRun
 
@@ -29,12 +31,14 @@ REQUEST_METHODS = {"authenticate", "claim", "claim_many", "release", "briefing_f
 
 
 def _request_handlers() -> list[tuple[str, ast.AST]]:
-    """The code that answers agent requests: every function of the HTTP modules, the JSON-RPC methods."""
+    """The code that answers agent requests: every function of the HTTP modules, the JSON-RPC methods and what
+    a JSON-RPC session pushes."""
     out: list[tuple[str, ast.AST]] = []
     for module in (agent_routes, http_lane):
         out += [(f"{module.__name__}.{n.name}", n) for n in ast.walk(ast.parse(inspect.getsource(module)))
                 if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
-    for name, method in agent_ws.METHODS.items():
+    methods = {**agent_ws.METHODS, "(pushing)": agent_ws.AgentSession._flush}
+    for name, method in methods.items():
         out.append((f"agent_ws {name}", ast.parse(textwrap.dedent(inspect.getsource(method)))))
     return out
 
@@ -102,3 +106,7 @@ async def test_the_410_carries_the_run_status_on_every_path(autojump_clock, tmp_
                 assert status == 410, (method, body)
                 assert body["rpc"]["data"]["run_status"] == "cancelled", method
                 assert body["rpc"]["data"]["detail"].startswith(f"{run} has ended with status cancelled")
+
+
+def test_the_problem_schema_names_every_terminal_status():
+    assert set(load_schema("problem")["properties"]["run_status"]["enum"]) == TERMINAL_RUN_STATUSES

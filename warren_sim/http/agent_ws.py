@@ -1,15 +1,17 @@
 """The agent WebSocket binding of warren-agent/0: ``WS /v1/agent``, JSON-RPC 2.0 both ways.
 
 HTTP long-polling stays canonical; this binding carries the same semantics at a lower cost per
-decision. Everything that matters is shared with HTTP: leases are the same objects, commands go
-through the same ``Run.submit`` (the same verdict function), and the same deadlines and journal
-apply. What the binding adds is pushing: a connection subscribed to agents gets their envelopes as
-notifications, several agents woken in one batch in one ``observations`` frame.
+decision. Everything that matters is shared with HTTP: each method is one call of the agent operation
+of its kind (:mod:`warren_sim.runtime.agent_ops`, which HTTP's routes call too), so leases, verdicts,
+refusals, deadlines and the journal are the same. What the binding adds is pushing: a connection
+subscribed to agents gets their envelopes as notifications, several agents woken in one batch in one
+``observations`` frame. The connection itself is :mod:`.ws_lane`'s (the handshake, the frames' I/O).
 
 Error codes: JSON-RPC's own for protocol faults (-32700 parse error, -32600 invalid request and
 batches, -32601 unknown method, -32602 bad params, with a teaching ``data``); for refusals that
 HTTP expresses with a status, ``code`` is that HTTP status (401, 403, 404, 409, 410, 422, 429)
-and ``data`` carries ``{"status", "detail"}`` — one table of meanings for both transports.
+and ``data`` carries ``{"status", "detail"}`` — one table of meanings for both transports; an ended
+run's 410 adds ``run_status``, its terminal status, as the problem body does over HTTP.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import trio
 from .. import __version__
 from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
 from ..protocol.converter import converter
+from ..protocol.models import problem
 from ..protocol.strict_json import StrictJSONError, loads_strict
 from ..runtime import agent_ops
 from ..runtime.errors import RunError
@@ -213,7 +216,7 @@ class AgentSession:
             data = {"status": exc.status, "detail": exc.detail}
             if exc.run_status is not None:  # an ended run's 410: its terminal status as data
                 data["run_status"] = exc.run_status
-            return _error(rid, exc.status, _TITLES.get(exc.status, "Refused"), data)
+            return _error(rid, exc.status, problem(exc.status, exc.detail)["title"], data)  # HTTP's status phrase
         return {"jsonrpc": "2.0", "id": rid, "result": result}
 
     def _agent(self, params: dict[str, Any], method: str) -> tuple[Run | StoredRun, str, str | None]:
@@ -383,7 +386,8 @@ class AgentSession:
                 first_run = first_run or run.run_id
                 envelopes.append({"agent_id": ra.agent_id, "seq": env.seq, "envelope": env.shaped(sub.parts)})
             if sub.outcomes:
-                self._outcomes_changed(sub, outcomes)
+                outcomes += [{"run_id": run.run_id, "agent_id": ra.agent_id, "seq": sub.last_seq, "receipt": wire}
+                             for wire in agent_ops.changed_receipts(run, ra, sub.outcomes)]
             if run.is_ended and not sub.ended_sent:
                 sub.ended_sent = True
                 statuses.append(_note("run.status", {"run_id": run.run_id, "agent_id": ra.agent_id,
@@ -411,34 +415,6 @@ class AgentSession:
             for message in out:
                 await self.send(message)
 
-    @staticmethod
-    def _outcomes_changed(sub: Subscription, outcomes: list[dict[str, Any]]) -> None:
-        """Add to ``outcomes`` the tracked commands of ``sub`` whose outcome changed since it was sent, and stop
-        tracking those whose outcome is final.
-
-        Final: ``rejected``, ``completed``, ``interrupted``, and ``accepted`` once no lane of the agent holds an
-        action of that command (a sleep, a noop, an instant tool: nothing will change it). Without that last
-        case every sleep stayed tracked for the rest of the run and each wake walked them all: O(decisions so
-        far) per batch, most of a one-agent echo run's server time (bench/results/r4-perf-wire.md).
-        """
-        run, ra = sub.run, sub.agent
-        sim = run.sim
-        for cid, sent in list(sub.outcomes.items()):
-            # Compare the engine's outcome first: building a receipt for every tracked command on
-            # every wake was a third of the server's CPU per decision (bench/out/ws_profile_server.txt).
-            oid = ra.observation_of_command.get(cid)
-            now = sim.outcome_of(oid)[0] if oid is not None else None
-            if now is None or now != sent:
-                wire = _receipt_wire(run, ra, cid, oid)
-                now = wire["outcome"]
-                if now != sent:
-                    sub.outcomes[cid] = now
-                    outcomes.append({"run_id": run.run_id, "agent_id": ra.agent_id, "seq": sub.last_seq,
-                                     "receipt": wire})
-            if now in ("rejected", "completed", "interrupted") or (now == "accepted" and oid is not None
-                                                                    and not _holds(sim, ra.agent_id, oid)):
-                del sub.outcomes[cid]
-
     async def _heartbeat(self) -> None:
         """Ping the peer every interval; drop it after three intervals of silence (leases live on)."""
         while True:
@@ -454,32 +430,6 @@ class AgentSession:
 def _clock_ns() -> int:
     """The server's clock sample for heartbeats: the trio clock (warped under --rate), in ns."""
     return int(trio.current_time() * 1e9)
-
-
-def _receipt_wire(run: Run | StoredRun, ra: RemoteAgent, command_id: str, observation_id: str | None) -> dict[str, Any]:
-    """The receipt of a tracked command as the wire has it (``converter.unstructure(run.receipt(...))``).
-
-    An accepted command with no conflict (nearly all of them) is written straight from its verdict and the
-    engine's outcome: building the receipt (``attrs.evolve`` and its validators) and unstructuring it was a
-    tenth of the server's CPU per decision at 64 agents (bench/results/r4-perf-wire.md);
-    tests/test_protocol_transports.py checks the two agree.
-    """
-    original = ra.ledger.accepted.get(command_id)
-    if original is not None and observation_id is not None and run.sim.conflict_of(observation_id) is None:
-        outcome, reason = run.sim.outcome_of(observation_id)
-        return {"command_id": original.command_id, "observation_id": original.observation_id,
-                "status": original.status, "detail": original.detail, "outcome": outcome,
-                "outcome_reason": reason, "conflict": None}
-    return converter.unstructure(run.receipt(ra, command_id))
-
-
-def _holds(sim: Any, agent_id: str, observation_id: str) -> bool:
-    """Whether a lane of the agent holds the action of the command that answered ``observation_id`` (a
-    durative action under way, whose outcome will still change to completed or interrupted)."""
-    agent = sim.world.agents.get(agent_id)
-    if agent is None:
-        return False
-    return any(a is not None and a.observation_id == observation_id for a in agent.lanes.values())
 
 
 def _unlisten(sub: Subscription) -> None:
@@ -505,9 +455,6 @@ def _error(rid: Any, code: int, message: str, data: Any = None) -> dict[str, Any
         err["data"] = data
     return {"jsonrpc": "2.0", "id": rid, "error": err}
 
-
-_TITLES = {401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 409: "Conflict", 410: "Gone",
-           422: "Unprocessable Content", 429: "Too Many Requests", 400: "Bad Request"}
 
 METHODS = {
     "initialize": AgentSession.m_initialize,

@@ -6,8 +6,13 @@ Each route turns a request into one call on the runtime and its result into a re
 
 - :mod:`.hooks`: the run manager's lifetime, the protocol header, every error reply;
 - :mod:`.docs_routes`: schemas and OpenAPI; :mod:`.stream_routes`: spectator streams (WS and SSE);
-- :mod:`.agent_ws`: the agent WebSocket (JSON-RPC); :mod:`.scenario_routes`: ``GET /v1`` and scenarios;
-- :mod:`.run_routes`: runs and journals; :mod:`.agent_routes`: agents over HTTP long-polling.
+- :mod:`.scenario_routes`: ``GET /v1`` and scenarios; :mod:`.run_routes`: runs and journals;
+- :mod:`.agent_routes`: agents over HTTP long-polling.
+
+Two raw ASGI lanes wrap Quart's ASGI app (Hypercorn and Quart's test client both call ``app.asgi_app``):
+:mod:`.ws_lane` serves ``WS /v1/agent`` (the JSON-RPC session of :mod:`.agent_ws`), and :mod:`.http_lane` answers
+the two hot agent routes in their plain form with the same functions as Quart's routes. Every agent request, on
+any of them, is one call of :mod:`warren_sim.runtime.agent_ops`.
 
 Their shared state is one typed :class:`~.state.AppState` on ``app.warren``.
 """

@@ -5,8 +5,10 @@ Why: an agent's decision over HTTP is one or two requests (``GET .../observation
 before/after hooks, two tasks per request, a three-part response write) cost as much as WARREN's own work
 (bench/results/r4-perf-http.md). The lane answers exactly those two routes in their plain form, with the
 same route functions as Quart's routes (:func:`~.agent_routes.poll_observation`,
-:func:`~.agent_routes.submit_command`: one function per route, no copy) and the same replies, refusals
-included (problem+json bodies, statuses, ``Retry-After``, the protocol header).
+:func:`~.agent_routes.submit_command`: one function per route, no copy, each calling its agent operation in
+:mod:`warren_sim.runtime.agent_ops`) and the same replies, refusals included (problem+json bodies, statuses,
+``Retry-After``, the protocol header). What is the lane's own is only the byte-level ASGI work: recognising the
+plain form from the raw scope, gathering the body, writing the reply's three headers.
 
 Robust by construction: the lane takes a request only when nothing about it needs Quart, and hands it over
 BEFORE reading any of its body otherwise: another method or path, an ``Origin`` header (the browser guard of
@@ -17,7 +19,7 @@ a root path, another HTTP version. Quart then gives today's answer, refusal or n
 Installed by :func:`~.app.create_app` as ``app.asgi_app = http_lane(app, app.asgi_app)``: Quart's test client
 goes through ``app.asgi_app`` too, so every test of these routes exercises the lane.
 
-A long-poll that parks hands the run task a way to answer it (``_deliver_early``, hypercorn_fixes fix 7): when
+A long-poll that parks hands the run task a way to answer it (``_deliver_early``, hypercorn_speed fix 7): when
 the batch that brings its envelope is published, the run task writes the reply into the socket itself, and the
 handler, woken with the rest of the batch, sends the same response through Hypercorn without writing it again.
 Why: trio runs each woken handler's whole reply, bookkeeping included, before the next one's, so the last of
@@ -61,7 +63,7 @@ def _reply_headers(body: bytes) -> list[tuple[bytes, bytes]]:
 
 def _deliver_early(writer: EarlyReply, body: bytes) -> bool:
     """A parked poll's 200, written by the run task as the batch is published (``Run.wait_observation``'s
-    ``deliver``, ``body`` the envelope's bytes; hypercorn_fixes fix 7): the very bytes its handler answers when it
+    ``deliver``, ``body`` the envelope's bytes; hypercorn_speed fix 7): the very bytes its handler answers when it
     wakes (:func:`~.agent_routes.poll_observation`: ``orjson.dumps`` of the same envelope, ``_reply_headers``)."""
     return writer.write(200, _reply_headers(body), body)
 

@@ -20,7 +20,8 @@ from importlib import metadata
 from . import hypercorn_correctness, hypercorn_speed
 from .hypercorn_speed import early_statistics
 
-__all__ = ["WRITTEN_FOR", "UnsupportedHypercorn", "apply", "apply_lean_writes", "check_versions", "early_statistics"]
+__all__ = ["WRITTEN_FOR", "UnsupportedHypercorn", "apply", "apply_lean_writes", "check_versions", "early_statistics",
+           "installed_versions"]
 
 #: The releases the fixes were written and tested for: a version is accepted when it is this one or starts with it
 #: and a dot ("0.16" accepts h11 0.16.0 and 0.16.1). Widen only after the tests each fix names pass on the new one.

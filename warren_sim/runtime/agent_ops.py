@@ -21,6 +21,7 @@ function                                    HTTP                                
 :func:`authenticate`, then :func:`submit`   ``POST .../agents/{a}/commands``    ``agent.submit(_many)``
 :func:`next_observation`                    ``POST .../commands?wait=``         (pushed)
 :func:`receipt`                             ``GET .../commands/{c}``            ``agent.receipt``
+:func:`changed_receipts`                    (none)                              (pushed: ``outcome(s)``)
 ==========================================  ==================================  ===================================
 
 **Add a hook here.** Metrics, tracing and fault injection for agent requests belong at the top of these
@@ -31,8 +32,9 @@ and nothing else does. A transport never reaches past them into the run for a re
 What stays with the transports: the run's lookup (``RunManager.get``, whose 404 comes first), their own input
 checks (a query parameter that is not a number, a JSON-RPC param that is not a string: 400 and -32602 are the
 transport's words), the protocol check, and the shape of the reply (HTTP's ``next_observation`` member, the
-JSON-RPC subscriptions). What the WebSocket pushes after a request (envelopes, outcomes, ``run.status``) is
-delivery, not a request, and stays with its session.
+JSON-RPC subscriptions). What the WebSocket pushes after a request is delivery, not a request: its session
+frames the envelopes and ``run.status`` itself, and asks :func:`changed_receipts` for the receipts whose outcome
+changed (the engine's outcomes are read here, not in the HTTP layer).
 
 Cost: these are plain calls on the run's public methods, each the request's own work and nothing more: no object
 is made per request here (the hot paths, a poll and a command, are the bulk of a server's requests).
@@ -45,6 +47,7 @@ from typing import Any
 
 import orjson
 
+from ..protocol.converter import converter
 from ..protocol.models import ControlledAgents, Receipt
 from ..protocol.verdicts import Judgement
 from .errors import CANNOT_CLAIM, NO_MORE_OBSERVATIONS, RunError, run_ended
@@ -54,8 +57,8 @@ from .run import Run
 from .stored import StoredRun
 from .views import WireEnvelope
 
-__all__ = ["BRIEFING_REVISION", "authenticate", "briefing", "claim", "claim_many", "next_observation", "poll",
-           "poll_many", "receipt", "release", "submit", "subscribe"]
+__all__ = ["BRIEFING_REVISION", "authenticate", "briefing", "changed_receipts", "claim", "claim_many",
+           "next_observation", "poll", "poll_many", "receipt", "release", "submit", "subscribe"]
 
 AnyRun = Run | StoredRun
 BRIEFING_REVISION = 1  # what a claim's reply names: the briefing an agent gets does not change during a run
@@ -167,3 +170,59 @@ def receipt(run: AnyRun, agent_id: str, lease: str | None, command_id: str) -> R
     """The receipt of a command the agent submitted, with its outcome as it stands; 404 for one never submitted."""
     ra = run.authenticate(agent_id, lease)
     return run.receipt(ra, command_id)
+
+
+# -- what a JSON-RPC subscription is pushed after a command: its receipt, each time the outcome changes ----------
+def changed_receipts(run: AnyRun, ra: RemoteAgent, tracked: dict[str, str]) -> list[dict[str, Any]]:
+    """The wire receipts of the ``tracked`` commands of ``ra`` (command id -> the outcome last sent) whose outcome
+    changed since; ``tracked`` is updated, and forgets the commands whose outcome is final.
+
+    Final: ``rejected``, ``completed``, ``interrupted``, and ``accepted`` once no lane of the agent holds an
+    action of that command (a sleep, a noop, an instant tool: nothing will change it). Without that last
+    case every sleep stayed tracked for the rest of the run and each wake walked them all: O(decisions so
+    far) per batch, most of a one-agent echo run's server time (bench/results/r4-perf-wire.md).
+    """
+    sim = run.sim
+    out = []
+    for cid, sent in list(tracked.items()):
+        # Compare the engine's outcome first: building a receipt for every tracked command on
+        # every wake was a third of the server's CPU per decision (bench/out/ws_profile_server.txt).
+        oid = ra.observation_of_command.get(cid)
+        now = sim.outcome_of(oid)[0] if oid is not None else None
+        if now is None or now != sent:
+            wire = _receipt_wire(run, ra, cid, oid)
+            now = wire["outcome"]
+            if now != sent:
+                tracked[cid] = now
+                out.append(wire)
+        if now in ("rejected", "completed", "interrupted") or (now == "accepted" and oid is not None
+                                                                and not _holds(sim, ra.agent_id, oid)):
+            del tracked[cid]
+    return out
+
+
+def _receipt_wire(run: AnyRun, ra: RemoteAgent, command_id: str, observation_id: str | None) -> dict[str, Any]:
+    """The receipt of a tracked command as the wire has it (``converter.unstructure(run.receipt(...))``).
+
+    An accepted command with no conflict (nearly all of them) is written straight from its verdict and the
+    engine's outcome: building the receipt (``attrs.evolve`` and its validators) and unstructuring it was a
+    tenth of the server's CPU per decision at 64 agents (bench/results/r4-perf-wire.md);
+    tests/test_protocol_transports.py checks the two agree.
+    """
+    original = ra.ledger.accepted.get(command_id)
+    if original is not None and observation_id is not None and run.sim.conflict_of(observation_id) is None:
+        outcome, reason = run.sim.outcome_of(observation_id)
+        return {"command_id": original.command_id, "observation_id": original.observation_id,
+                "status": original.status, "detail": original.detail, "outcome": outcome,
+                "outcome_reason": reason, "conflict": None}
+    wire: dict[str, Any] = converter.unstructure(run.receipt(ra, command_id))
+    return wire
+
+
+def _holds(sim: Any, agent_id: str, observation_id: str) -> bool:
+    """Whether a lane of the agent holds the action of the command that answered ``observation_id`` (a
+    durative action under way, whose outcome will still change to completed or interrupted)."""
+    agent = sim.world.agents.get(agent_id)
+    if agent is None:
+        return False
+    return any(a is not None and a.observation_id == observation_id for a in agent.lanes.values())
