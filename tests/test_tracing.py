@@ -120,13 +120,17 @@ async def test_websocket_methods_continue_the_agents_trace(tmp_path, traced):
 
 
 async def test_refusals_are_recorded_without_marking_the_span_an_error(tmp_path, traced):
-    """A request refused with a 4xx (an unknown run) is a span with error.type = the status, status unset."""
+    """A claim refused with a 4xx (an agent the run does not control: 409) is a span with error.type = the status,
+    its status unset: a refusal is the protocol working, not the server failing."""
     provider, exporter = traced
     async with real_server(tmp_path, tracer_provider=provider) as env, env.http() as http:
-        r = await http.post("/v1/runs/run-404/agents/engineer-1/claim")
-        assert r.status_code == 404
+        run = (await http.post("/v1/runs", params={"scenario": "bridge_repair"},
+                               json={"controlled_agents": ["engineer-1"]})).json()["run_id"]
+        r = await http.post(f"/v1/runs/{run}/agents/courier-1/claim")
+        assert r.status_code == 409
     [span] = [s for s in exporter.get_finished_spans() if s.name == "warren.claim"]
-    assert span.attributes["error.type"] == "404" and span.status.status_code == StatusCode.UNSET
+    assert span.attributes["error.type"] == "409" and span.status.status_code == StatusCode.UNSET
+    assert span.attributes["warren.agent_id"] == "courier-1"
 
 
 def test_tracing_off_imports_nothing_and_costs_a_shared_no_op():

@@ -1,7 +1,13 @@
 """Agent routes over HTTP long-polling: claim, release, briefing, observations, commands, receipts.
 
+Each route reads its request (path, query, JSON body) into the inputs of one agent operation
+(:mod:`warren_sim.runtime.agent_ops`, the same functions the JSON-RPC methods call) and writes what it returns.
 Every route but the claims authenticates the ``?lease=`` token first (which refreshes its TTL); the lease
 rules live in :mod:`warren_sim.runtime.leases`, the verdicts in :mod:`warren_sim.protocol.verdicts`.
+
+The two hot routes, a poll and a command, are one function each (:func:`poll_observation`,
+:func:`submit_command`): Quart's routes below call them, and so does the HTTP lane (:mod:`.http_lane`), which
+answers those routes in their plain form before Quart sees them.
 
 Two extensions of warren-agent/0 cut requests, which is where HTTP's cost is (DESIGN section 12; both in
 the schemas and the OpenAPI document, docs/client.md "Fewer requests"):
@@ -20,64 +26,31 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import attrs
 import orjson
 from quart import Response, request
 
-from ..protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_VERSION
+from ..protocol import PROTOCOL_VERSION
 from ..protocol.converter import WireError, converter, structure_or_error
-from ..protocol.models import BulkClaim, MultiPoll, Receipt
+from ..protocol.models import BulkClaim, MultiPoll
+from ..runtime import agent_ops
 from ..runtime.errors import RunError
-from ..runtime.leases import RemoteAgent
-from ..runtime.run import Run
-from ..runtime.stored import StoredRun
 from ..runtime.views import WHOLE
 from .agent_ws import PARTS
-from .replies import BadRequest, float_arg, int_arg, json_body, problem_body, reply
+from .replies import BadRequest, float_arg, int_arg, json_body, reply
 from .state import AppState, WarrenApp
 
-__all__ = ["HotReply", "poll_observation", "register_agent_routes", "submit_command"]
+__all__ = ["poll_observation", "register_agent_routes", "submit_command", "via_of"]
 
 
-@attrs.frozen
-class HotReply:
-    """What a hot agent route answers, before any framework wraps it: Quart's routes turn it into a ``Response``,
-    the HTTP lane (:mod:`.http_lane`) writes it straight to the ASGI server. A refusal is raised (``RunError``,
-    ``BadRequest``) and answered by the error handlers, the same in both."""
-
-    status: int  # 200 (JSON), 204 (nothing came in time: no body) or 422 (problem+json)
-    body: bytes = b""
-    content_type: str = "application/json"
-
-
-NO_CONTENT = HotReply(204)
-
-
-def _hot_response(out: HotReply) -> Response:
-    if out.status == 204:
+def _hot_response(body: bytes | None) -> Response:
+    """A hot route's reply as Quart's response: 200 with JSON ``body``, or 204 (nothing came in time) for None."""
+    if body is None:
         return Response("", status=204)
-    return Response(out.body, status=out.status, content_type=out.content_type)
-
-
-def _fast_reply(obj: Any) -> Response:
-    """A JSON reply serialized by orjson: the hot replies (envelopes, receipts, batches of envelopes) are plain
-    JSON types, and orjson makes them 5-10x cheaper than ``json.dumps`` (same JSON, compact separators)."""
-    return Response(orjson.dumps(obj), status=200, content_type="application/json")
+    return Response(body, status=200, content_type="application/json")
 
 
 def _lease() -> str | None:
     return request.args.get("lease")
-
-
-def _span(state: AppState, kind: str, run_id: str, agent_id: str | None = None) -> Any:
-    """The request's span (a no-op unless tracing is configured), continuing the caller's ``traceparent``."""
-    tracer = state.tracer
-    if not tracer.enabled:
-        return tracer.request(kind, "http", "", None, run_id)
-    rule = request.url_rule
-    route = f"{request.method} {rule.rule}" if rule is not None else request.path
-    return tracer.request(kind, "http", route, request.headers.get("traceparent"), run_id, agent_id,
-                          request.headers.get("tracestate"))
 
 
 def _check_protocol_arg() -> None:
@@ -86,35 +59,12 @@ def _check_protocol_arg() -> None:
         raise RunError(409, f"this server speaks {PROTOCOL_VERSION}, the claim asked for protocol={asked!r}")
 
 
-async def _next_envelope(run: Run | StoredRun, ra: RemoteAgent, receipt: Receipt,
-                         wait: float) -> orjson.Fragment | None:
-    """After an accepted (or duplicate) command: the agent's next envelope, waited for up to ``wait`` s.
-
-    None when the verdict was not an acceptance (the observation is still the agent's to answer, or a newer
-    one is: a poll says which), when nothing came in time, or when the run ended meanwhile: the receipt must
-    leave whatever happens, so a 410 or a full poll slot becomes null and the client polls as usual.
-    """
-    if receipt.status not in ("accepted", "duplicate"):
-        return None
-    record = ra.ledger.observations.get(receipt.observation_id)
-    if record is None:
-        return None
-    try:
-        return await run.wait_observation(ra, record.seq, wait)
-    except RunError:
-        return None
-
-
 def register_agent_routes(app: WarrenApp) -> None:
     runs = app.warren.runs
     config = app.warren.config
 
     @app.route("/v1/runs/<run_id>/claim", methods=["POST"])
     async def claim_many(run_id: str) -> Response:
-        with _span(app.warren, "claim_many", run_id):
-            return await _claim_many(run_id)
-
-    async def _claim_many(run_id: str) -> Response:
         _check_protocol_arg()
         run = runs().get(run_id)
         body = await json_body(required=True)
@@ -123,20 +73,13 @@ def register_agent_routes(app: WarrenApp) -> None:
         except WireError as exc:
             raise BadRequest(400, f"{exc}; send {{\"agents\": \"all\"}}, {{\"agents\": {{\"role\": ROLE}}}} or "
                              '{"agents": [ids]}') from None
-        if run.is_ended:
-            raise RunError(410, f"{run_id} has ended with status {run.status}; it cannot be claimed")
-        assert isinstance(run, Run)
-        leases = run.claim_many(selector)
-        return reply({"leases": leases, "briefing_revision": 1})
+        leases = agent_ops.claim_many(run, selector, _via())
+        return reply({"leases": leases, "briefing_revision": agent_ops.BRIEFING_REVISION})
 
     @app.route("/v1/runs/<run_id>/observations", methods=["POST"])
     async def observations_many(run_id: str) -> Response:
-        with _span(app.warren, "poll_many", run_id):
-            return await _observations_many(run_id)
-
-    async def _observations_many(run_id: str) -> Response:
         run = runs().get(run_id)
-        wait = min(float_arg("wait", 0.0), config.max_wait_s)
+        wait = float_arg("wait", 0.0)
         body = await json_body(required=True)
         try:
             poll = structure_or_error(body, MultiPoll)
@@ -156,134 +99,88 @@ def register_agent_routes(app: WarrenApp) -> None:
         if parts is not None and (not parts or any(p not in PARTS for p in parts)):
             raise BadRequest(400, f"parts must be a non-empty list drawn from {', '.join(PARTS)}, got {poll.parts!r}; "
                              "leave it out for whole envelopes")
-        wanted = [(run.authenticate(aid, token), poll.after.get(aid, -1)) for aid, token in poll.leases.items()]
-        if run.is_ended:
-            raise RunError(410, f"{run_id} has ended with status {run.status}; there will be no more observations")
-        assert isinstance(run, Run)
         shape = parts or WHOLE
-        envs = await run.wait_observations(wanted, wait, shape)  # serialized there, one poll at a time
+        envs = await agent_ops.poll_many(run, poll.leases, poll.after, wait, shape, config, _via())
         if not envs:
             return Response("", status=204)
-        # each envelope serialized once (in that shape), whoever else receives it
-        return _fast_reply({"observations": [env.shaped(shape) for env in envs]})
+        # each envelope serialized once (in that shape), whoever else receives it; orjson: 5-10x json.dumps
+        return Response(orjson.dumps({"observations": [env.shaped(shape) for env in envs]}), status=200,
+                        content_type="application/json")
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/claim", methods=["POST"])
     async def claim(run_id: str, agent_id: str) -> Response:
-        with _span(app.warren, "claim", run_id, agent_id):
-            _check_protocol_arg()
-            run = runs().get(run_id)
-            token, _ = run.claim(agent_id, _lease())
-            return reply({"lease": token, "briefing_revision": 1})
+        _check_protocol_arg()
+        token, _ = agent_ops.claim(runs().get(run_id), agent_id, _lease(), _via())
+        return reply({"lease": token, "briefing_revision": agent_ops.BRIEFING_REVISION})
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/release", methods=["POST"])
     async def release(run_id: str, agent_id: str) -> Response:
-        with _span(app.warren, "release", run_id, agent_id):
-            runs().get(run_id).release(agent_id, _lease())
-            return reply({"agent_id": agent_id, "released": True})
+        agent_ops.release(runs().get(run_id), agent_id, _lease(), _via())
+        return reply({"agent_id": agent_id, "released": True})
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/briefing", methods=["GET"])
     async def get_briefing(run_id: str, agent_id: str) -> Response:
-        with _span(app.warren, "briefing", run_id, agent_id):
-            run = runs().get(run_id)
-            run.authenticate(agent_id, _lease())
-            return reply(run.briefing_for(agent_id))
+        return reply(agent_ops.briefing(runs().get(run_id), agent_id, _lease(), _via()))
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/observations", methods=["GET"])
     async def observations(run_id: str, agent_id: str) -> Response:
-        return _hot_response(await poll_observation(app.warren, run_id, agent_id, request.args,
-                                                    trace=_trace_headers()))
+        return _hot_response(await poll_observation(app.warren, run_id, agent_id, request.args, via=_via()))
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/commands", methods=["POST"])
     async def submit(run_id: str, agent_id: str) -> Response:
         return _hot_response(await submit_command(app.warren, run_id, agent_id, request.args,
-                                                  lambda: json_body(required=True), trace=_trace_headers()))
+                                                  lambda: json_body(required=True), via=_via()))
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/commands/<command_id>", methods=["GET"])
     async def get_receipt(run_id: str, agent_id: str, command_id: str) -> Response:
-        with _span(app.warren, "receipt", run_id, agent_id) as span:
-            span.set("command_id", command_id)
-            run = runs().get(run_id)
-            ra = run.authenticate(agent_id, _lease())
-            receipt = run.receipt(ra, command_id)
-            span.set("observation_id", receipt.observation_id)
-            span.set("verdict", receipt.status)
-            return reply(converter.unstructure(receipt))
+        return reply(converter.unstructure(agent_ops.receipt(runs().get(run_id), agent_id, _lease(), command_id,
+                                                             _via())))
 
-    def _trace_headers() -> tuple[str | None, str | None]:
+    def _via() -> agent_ops.Via:
+        """The request's transport and trace context, for agent_ops (read only when tracing is on)."""
         if not app.warren.tracer.enabled:
-            return NO_TRACE
-        return request.headers.get("traceparent"), request.headers.get("tracestate")
+            return agent_ops.HTTP
+        return via_of(request.headers.get("traceparent"), request.headers.get("tracestate"))
 
 
 # -- the two hot routes: one function each, served by Quart's routes above and by the HTTP lane -----------------
-POLL_ROUTE = "GET /v1/runs/<run_id>/agents/<agent_id>/observations"  # the metrics' and spans' route names
-SUBMIT_ROUTE = "POST /v1/runs/<run_id>/agents/<agent_id>/commands"
-NO_TRACE: tuple[str | None, str | None] = (None, None)
+def via_of(traceparent: str | None, tracestate: str | None) -> agent_ops.Via:
+    """An HTTP request's ``via``: the shared one when it carries no trace context."""
+    if traceparent is None:
+        return agent_ops.HTTP
+    return agent_ops.Via("http", traceparent, tracestate)
 
 
 async def poll_observation(state: AppState, run_id: str, agent_id: str, args: Mapping[str, str],
                            deliver: Callable[[bytes], bool] | None = None, *,
-                           trace: tuple[str | None, str | None] = NO_TRACE) -> HotReply:
-    """``GET .../agents/{agent}/observations?after=&wait=&lease=``: the agent's next envelope, long-polled.
+                           via: agent_ops.Via = agent_ops.HTTP) -> bytes | None:
+    """``GET .../agents/{agent}/observations?after=&wait=&lease=``: the agent's next envelope (JSON), long-polled;
+    None when nothing came in time (204). Refusals are raised, for the caller's error replies.
 
-    ``deliver``: the HTTP lane's early writer (``Run.wait_observation``); the reply is the same either way.
-    ``trace``: the request's ``traceparent`` and ``tracestate`` headers (when tracing is on)."""
-    with state.tracer.request("poll", "http", POLL_ROUTE, trace[0], run_id, agent_id, trace[1]) as span:
-        out = await _poll_observation(state, run_id, agent_id, args, deliver)
-        if out.status == 200:
-            span.set("observation_id", orjson.loads(out.body).get("observation_id") if state.tracer.enabled
-                     else None)
-        return out
-
-
-async def _poll_observation(state: AppState, run_id: str, agent_id: str, args: Mapping[str, str],
-                            deliver: Callable[[bytes], bool] | None) -> HotReply:
+    ``deliver``: the HTTP lane's early writer (``Run.wait_observation``); the reply is the same either way."""
     run = state.runs().get(run_id)
     after = int_arg("after", -1, minimum=-1, args=args)
-    wait = min(float_arg("wait", 0.0, args), state.config.max_wait_s)
-    if isinstance(run, StoredRun):  # every agent's last poll: 410 from the stored status, no rebuild
-        gone = run.ended_poll(agent_id, args.get("lease"), state.config.lease_ttl, state.config.max_polls_per_lease)
-        if gone is not None:
-            raise gone
-    ra = run.authenticate(agent_id, args.get("lease"))
-    env = await run.wait_observation(ra, after, wait, deliver)
-    if env is None:
-        return NO_CONTENT
-    return HotReply(200, orjson.dumps(env))
+    wait = float_arg("wait", 0.0, args)
+    env = await agent_ops.poll(run, agent_id, args.get("lease"), after, wait, state.config, deliver, via)
+    return None if env is None else orjson.dumps(env)
 
 
 async def submit_command(state: AppState, run_id: str, agent_id: str, args: Mapping[str, str],
-                         read_body: Callable[[], Awaitable[Any]], *,
-                         trace: tuple[str | None, str | None] = NO_TRACE) -> HotReply:
+                         read_body: Callable[[], Awaitable[Any]], *, via: agent_ops.Via = agent_ops.HTTP) -> bytes:
     """``POST .../agents/{agent}/commands?lease=[&wait=]``: judge a command; with ``wait``, the receipt carries the
-    agent's next envelope. ``read_body``: the request's body as strict JSON (read after the lease is checked).
-    The verdict is counted (``warren_decisions_total``) and is its span's ``warren.verdict``."""
-    with state.tracer.request("submit", "http", SUBMIT_ROUTE, trace[0], run_id, agent_id, trace[1]) as span:
-        return await _submit_command(state, run_id, agent_id, args, read_body, span)
-
-
-async def _submit_command(state: AppState, run_id: str, agent_id: str, args: Mapping[str, str],
-                          read_body: Callable[[], Awaitable[Any]], span: Any) -> HotReply:
+    agent's next envelope. ``read_body``: the request's body as strict JSON (read after the lease is checked)."""
     run = state.runs().get(run_id)
-    wait = None if "wait" not in args else min(float_arg("wait", 0.0, args), state.config.max_wait_s)
+    wait = None if "wait" not in args else float_arg("wait", 0.0, args)
     lease = args.get("lease")
-    ra = run.authenticate(agent_id, lease)
-    body = await read_body()
-    judgement = run.submit(ra, body, lease)
+    ra = agent_ops.authenticate(run, agent_id, lease)
+    judgement = agent_ops.submit(run, ra, await read_body(), lease, via=via)
     if judgement.accept:
         await run.journal.durable()  # --fsync: on disk before the receipt leaves (one fsync per tick)
     receipt = judgement.receipt
-    if receipt is None:
-        return HotReply(422, problem_body(422, judgement.problem_detail).encode(), PROBLEM_CONTENT_TYPE)
-    state.metrics.decision(receipt.status, "http")
-    span.set("verdict", receipt.status)
-    span.set("observation_id", receipt.observation_id)
-    span.set("command_id", receipt.command_id)
+    assert receipt is not None  # agent_ops.submit refuses a command without one (422)
     if wait is None:
-        return HotReply(200, orjson.dumps(converter.unstructure(receipt)))
-    env = await _next_envelope(run, ra, receipt, wait)
-    if env is not None and receipt.status == "accepted":
-        receipt = run.receipt(ra, receipt.command_id)  # the batch was adjudicated: its outcome is known
+        return orjson.dumps(converter.unstructure(receipt))
+    env, receipt = await agent_ops.next_observation(run, ra, receipt, wait, state.config)
     out = converter.unstructure(receipt)
     out["next_observation"] = env
-    return HotReply(200, orjson.dumps(out))
+    return orjson.dumps(out)

@@ -18,12 +18,11 @@ from collections import Counter
 import trio
 from quart import Response, g, request
 
-from .. import __version__
-from ..engine import BUILD, WHY
-from ..observability.metrics import Metrics, State
+from ..observability.metrics import State
 from ..observability.tracing import tracer_for
 from ..protocol.models import TERMINAL_RUN_STATUSES
 from ..runtime.clock import wall_seconds
+from ..runtime.manager import new_metrics
 from ..runtime.run import Run
 from .state import AppState, WarrenApp
 
@@ -57,7 +56,7 @@ def register_metrics(app: WarrenApp) -> None:
     state.tracer = tracer_for(state.config.tracer_provider)
     if not state.config.metrics:
         return
-    metrics = state.metrics = Metrics(version=__version__, engine=BUILD, engine_why=WHY)
+    metrics = state.metrics = new_metrics()
     metrics.read_state_with(lambda: _read_state(state))
 
     @app.before_request

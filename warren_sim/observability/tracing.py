@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["NO_TRACER", "NoTracer", "RequestSpan", "Tracer", "configure_from_env", "inject_traceparent",
+__all__ = ["NO_TRACER", "NULL_SPAN", "NoTracer", "RequestSpan", "Tracer", "configure_from_env", "inject_traceparent",
            "model_call", "tracer_for", "with_traceparent"]
 
 INSTRUMENTATION = "warren_sim"
@@ -43,6 +43,7 @@ class _NullSpan:
 
 
 _NULL = _NullSpan()
+NULL_SPAN = _NULL  # what every span is while tracing is off (callers may test for it to skip building attributes)
 
 
 class RequestSpan:

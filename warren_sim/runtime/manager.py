@@ -26,6 +26,7 @@ import trio
 
 from ..observability.logs import LogEvent
 from ..observability.metrics import NO_METRICS, Metrics, NoMetrics
+from ..observability.tracing import NO_TRACER, NoTracer, Tracer
 from ..protocol.models import TERMINAL_RUN_STATUSES, ControlledAgents, RoleSelector, RunCreate
 from ..scenarios import LoadedScenario, ScenarioError, instantiate, list_scenarios, load_scenario
 from ..scenarios.loader import find_scenario
@@ -66,6 +67,14 @@ class ServerConfig:
     # an OpenTelemetry TracerProvider for the agent requests' spans (tests); None: the program's global one if it
     # installed an SDK provider (warren serve does from the OTEL_* variables), else no tracing
     tracer_provider: Any = None
+
+
+def new_metrics() -> Metrics:
+    """An app's metrics (its own registry), naming the engine this process runs (``warren_engine_build_info``)."""
+    from .. import __version__
+    from ..engine import BUILD, WHY
+
+    return Metrics(version=__version__, engine=BUILD, engine_why=WHY)
 
 
 LOADED_KEPT = 16  # scenarios (name and parameters) kept loaded, for every manager of the process
@@ -109,9 +118,10 @@ _libc: list[Any] = []
 
 class RunManager:
     def __init__(self, config: ServerConfig, nursery: trio.Nursery, wallmap: WallMap, *,
-                 metrics: Metrics | NoMetrics = NO_METRICS) -> None:
+                 metrics: Metrics | NoMetrics = NO_METRICS, tracer: Tracer | NoTracer = NO_TRACER) -> None:
         self.config = config
-        self.metrics = metrics  # the app's: each run's adjudications and journal writes are counted there
+        self.metrics = metrics  # the app's: each run's adjudications, journal writes and verdicts are counted there
+        self.tracer = tracer  # the app's: agent requests' spans (runtime.agent_ops reads them from the run)
         self.nursery = nursery
         self.wallmap = wallmap
         self.runs: dict[str, Run | StoredRun] = {}
@@ -163,7 +173,9 @@ class RunManager:
                 self.nursery.start_soon(self._report_lifecycle, run, self.config.on_event, True)
 
     def _stored(self, run_id: str, path: Path, status: str) -> StoredRun:
-        return StoredRun(run_id, path, status, self._rebuild_ended, self.config.max_spectators)
+        stored = StoredRun(run_id, path, status, self._rebuild_ended, self.config.max_spectators)
+        stored.metrics, stored.tracer = self.metrics, self.tracer
+        return stored
 
     def _rebuild_ended(self, stored: StoredRun) -> Run:
         """An ended run rebuilt from its journal for an agent request; the last few are cached."""
@@ -203,8 +215,9 @@ class RunManager:
             self.config.on_event(event)
 
     def _observe(self, run: Run) -> None:
-        """Count the run's adjudications and journal writes in the app's metrics."""
+        """Count the run's adjudications, journal writes and verdicts in the app's metrics; trace its requests."""
         run.metrics = run.journal.metrics = self.metrics
+        run.tracer = self.tracer
 
     def get(self, run_id: str) -> Run | StoredRun:
         run = self.runs.get(run_id)
@@ -243,10 +256,10 @@ class RunManager:
                            body.decision_deadline_s, dict(loaded.params), self.config.lease_ttl,
                            self.config.max_polls_per_lease, self.config.max_spectators)
         journal = Journal(path, fsync=self.config.fsync)
-        journal.metrics = self.metrics
+        journal.metrics = self.metrics  # before the run's first records are written
         run = Run(config, sim, policies, journal, self.wallmap,
                   lease_file=lease_path(path) if path is not None else None)
-        run.metrics = self.metrics
+        self._observe(run)
         self.runs[run_id] = run
         self.nursery.start_soon(self._drive, run, name=f"warren run {run_id}")
         if self.config.on_event is not None:

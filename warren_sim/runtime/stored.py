@@ -19,6 +19,8 @@ from typing import Any
 import trio
 
 from ..engine.records import dumps_record
+from ..observability.metrics import NO_METRICS, Metrics, NoMetrics
+from ..observability.tracing import NO_TRACER, NoTracer, Tracer
 from .errors import RunError, too_many_spectators
 from .journal import DiskJournal, read_disk_journal, read_journal_text
 from .restore import view_path
@@ -39,6 +41,8 @@ class StoredRun:
     """An ended run answered from disk; agent requests go to ``rebuilt()`` (a :class:`Run` rebuilt on demand)."""
 
     is_ended = True
+    metrics: Metrics | NoMetrics = NO_METRICS  # the app's (set by the manager), as a live Run's: agent_ops uses them
+    tracer: Tracer | NoTracer = NO_TRACER
 
     def __init__(self, run_id: str, path: Path, status: str, rebuilt: Callable[[StoredRun], Any],
                  max_spectators: int) -> None:
