@@ -37,7 +37,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["APPLIES", "NETWORK_KINDS", "ORDER", "REQUEST_KINDS", "Fault", "FaultPlan", "FaultSpec",
+__all__ = ["APPLIES", "NETWORK_KINDS", "ORDER", "REQUEST_KINDS", "Fault", "FaultInjector", "FaultPlan", "FaultSpec",
            "FaultSpecError", "parse_faults"]
 
 #: Request kinds, by what an agent asks (the WebSocket's JSON-RPC methods map to the same kinds).
@@ -196,3 +196,36 @@ class FaultPlan:
             if agent_id is None or f.agent_id == agent_id:
                 out[f.fault] = out.get(f.fault, 0) + 1
         return out
+
+
+@attrs.define
+class FaultInjector:
+    """The server's faults: its default SPEC and seed (``warren serve --faults --fault-seed``) and each run's plan.
+
+    A run created with ``"faults"`` in its body gets its own plan; every other run gets the server's, if any.
+    The agent operations ask :meth:`decide` once per request; with no plan at all it answers at the cost of
+    one dict lookup, so faults off cost nothing measurable.
+    """
+
+    default: FaultSpec | None = None
+    seed: int = 0
+    plans: dict[str, FaultPlan] = attrs.field(factory=dict)
+
+    def start(self, run_id: str, spec: FaultSpec | None = None, seed: int | None = None) -> FaultPlan | None:
+        """The plan of a new (or resumed) run: its own SPEC when given, else the server's; None when neither."""
+        chosen = spec if spec is not None else self.default
+        if not chosen:
+            self.plans.pop(run_id, None)
+            return None
+        plan = self.plans.get(run_id)
+        if plan is None or plan.spec != chosen:
+            plan = self.plans[run_id] = FaultPlan(chosen, self.seed if seed is None else seed, run_id)
+        return plan
+
+    def decide(self, run_id: str, agent_id: str, request: str, *, websocket: bool = False) -> Fault | None:
+        plan = self.plans.get(run_id)
+        return None if plan is None else plan.decide(agent_id, request, websocket=websocket)
+
+    def tally(self, run_id: str, agent_id: str | None = None) -> dict[str, int]:
+        plan = self.plans.get(run_id)
+        return {} if plan is None else plan.tally(agent_id)
