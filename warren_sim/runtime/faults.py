@@ -38,7 +38,7 @@ from typing import Any
 import attrs
 
 __all__ = ["APPLIES", "NETWORK_KINDS", "ORDER", "REQUEST_KINDS", "Fault", "FaultInjector", "FaultPlan", "FaultSpec",
-           "FaultSpecError", "parse_faults"]
+           "FaultSpecError", "as_fault_spec", "parse_faults"]
 
 #: Request kinds, by what an agent asks (the WebSocket's JSON-RPC methods map to the same kinds).
 REQUEST_KINDS = ("claim", "briefing", "poll", "submit", "receipt", "release")
@@ -150,6 +150,11 @@ def parse_faults(text: str) -> FaultSpec:
         if "delay" in rates and bound == 0.0:
             bound = 1.0  # all=R delays by up to 1 s unless delay=R:BOUND says otherwise
     return FaultSpec(rates={k: rates[k] for k in ORDER if k in rates}, delay_bound_s=bound, text=text)
+
+
+def as_fault_spec(value: FaultSpec | str | None) -> FaultSpec | None:
+    """A SPEC given as text (a marker's or a config's ``faults="..."``) read; a FaultSpec or None kept."""
+    return parse_faults(value) if isinstance(value, str) else value
 
 
 def _draw(seed: int, run_id: str, agent_id: str, request: str, index: int, what: str) -> float:

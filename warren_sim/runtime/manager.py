@@ -28,7 +28,7 @@ from ..scenarios import LoadedScenario, ScenarioError, instantiate, list_scenari
 from ..scenarios.loader import find_scenario
 from .clock import WallMap
 from .errors import RunError
-from .faults import FaultInjector, FaultSpec, FaultSpecError, parse_faults
+from .faults import FaultInjector, FaultSpec, FaultSpecError, as_fault_spec, parse_faults
 from .journal import Journal
 from .restore import RestoreError, lease_path, rebuild_run, summary_of
 from .run import Run, RunConfig
@@ -57,7 +57,9 @@ class ServerConfig:
     resume: bool = True  # on start, resume the data dir's live runs (False: mark them crashed)
     allow_origins: tuple[str, ...] = ()  # browser origins allowed besides the server's own (--allow-origin)
     send_timeout_s: float = 10.0  # a spectator that takes no frame for this long is cut (its slot freed)
-    faults: FaultSpec | None = None  # every run's seeded faults unless its body says (--faults; docs/faults.md)
+    # every run's seeded faults unless its body says (--faults; docs/faults.md); a SPEC string is read here, so
+    # the pytest plugin's @pytest.mark.warren(faults="lost_reply=0.2") gets the same teaching errors
+    faults: FaultSpec | None = attrs.field(default=None, converter=as_fault_spec)
     fault_seed: int = 0  # --fault-seed
     # Called with one line per run lifecycle change (created, started, ended with status); warren serve prints it.
     on_event: Callable[[str], None] | None = None

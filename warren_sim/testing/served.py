@@ -280,6 +280,12 @@ class ServedRun:
     def journal(self) -> list[dict[str, Any]]:
         return self.server.journal(self.id)
 
+    def faults(self, agent_id: str | None = None) -> list[dict[str, Any]]:
+        """The faults this run's agents met (``@pytest.mark.warren(faults=...)``; docs/faults.md), in order: its
+        journal's ``fault`` records, ``{"fault", "agent_id", "request", "index", ...}``; one agent's if named."""
+        return [r for r in self.journal() if r.get("kind") == "fault"
+                and (agent_id is None or r.get("agent_id") == agent_id)]
+
     def start(self) -> dict[str, Any]:
         """Start now (controlled agents nobody claimed then do not block)."""
         return self.server.request("POST", f"/v1/runs/{self.id}/start").json()
