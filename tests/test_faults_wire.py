@@ -9,10 +9,10 @@ import pytest
 
 from warren_sim.client import AgentClient, RetryPolicy
 from warren_sim.engine import run_headless
+from warren_sim.engine.records import RUNTIME_KINDS
 from warren_sim.replay import strip
 from warren_sim.runtime.faults import NETWORK_KINDS
 from warren_sim.scenarios import instantiate, load_scenario
-from warren_sim.engine.records import RUNTIME_KINDS
 
 AGENTS = ("courier-1", "engineer-1", "medic-1")
 

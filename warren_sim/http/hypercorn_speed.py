@@ -38,7 +38,6 @@ slower one; each names the test that fails without it where one exists, and the 
 from __future__ import annotations
 
 import socket
-
 from itertools import chain
 from typing import Any
 

@@ -51,8 +51,8 @@ from ..protocol.converter import converter
 from ..protocol.models import ControlledAgents, Receipt
 from ..protocol.verdicts import Judgement
 from .errors import CANNOT_CLAIM, NO_MORE_OBSERVATIONS, RunError, run_ended
-from .leases import RemoteAgent
 from .faults import Fault
+from .leases import RemoteAgent
 from .manager import RunManager, ServerConfig
 from .run import Run
 from .stored import StoredRun
