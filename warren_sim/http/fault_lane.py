@@ -89,7 +89,8 @@ def fault_lane(app: WarrenApp, inner: ASGIApp) -> ASGIApp:
             await inner(scope, receive, send)
             return
         run_id, agent_id, kind = hit
-        fault = agent_ops.fault(manager, run_id, agent_id, kind)
+        resumes = kind != "claim" or b"lease=" in scope.get("query_string", b"")
+        fault = agent_ops.fault(manager, run_id, agent_id, kind, resumes=resumes)
         key = (run_id, agent_id)
         if fault is None:
             await inner(scope, receive, _remembering(send, last_given, key) if kind == "poll" else send)

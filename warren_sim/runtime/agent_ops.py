@@ -174,12 +174,13 @@ def receipt(run: AnyRun, agent_id: str, lease: str | None, command_id: str) -> R
 
 
 # -- faults (docs/faults.md): which request meets one, decided here for every transport ---------------------------
-def fault(manager: RunManager, run_id: str, agent_id: str, kind: str, *, websocket: bool = False) -> Fault | None:
+def fault(manager: RunManager, run_id: str, agent_id: str, kind: str, *, websocket: bool = False,
+          resumes: bool = True) -> Fault | None:
     """The fault this request of ``agent_id`` meets, if any (:mod:`.faults`: a pure function of the seed, the
     run, the agent, ``kind`` and the request's index), journaled as a runtime record; an ``expire`` is done here
     (the lease ends before the request is judged). What a fault does to the wire is the transport's:
     :mod:`warren_sim.http.fault_lane`, and the JSON-RPC session of :mod:`warren_sim.http.agent_ws`."""
-    met = manager.faults.decide(run_id, agent_id, kind, websocket=websocket)
+    met = manager.faults.decide(run_id, agent_id, kind, websocket=websocket, resumes=resumes)
     if met is None:
         return None
     run = manager.runs.get(run_id)
