@@ -63,3 +63,34 @@ def test_the_sdk_rides_out_network_faults_and_the_world_is_the_headless_one(warr
     assert {f["fault"] for f in met} >= {"reset", "lost_reply"}, met
     assert all(f["fault"] in NETWORK_KINDS for f in met)
     assert view["status"] == "completed"
+
+
+async def _drive_ws(client: Any, run_id: str, agent_id: str, seed: int) -> None:
+    sc = load_scenario("bridge_repair")
+    async with client.claim(run_id, agent_id) as agent:
+        briefing = await agent.briefing()
+        policy = sc.make_policy("solution", agent_id, briefing["role"], briefing, seed)
+        async for obs in agent.observations():
+            await agent.submit(obs, policy.decide(obs))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_websocket_sdk_rides_out_faults_and_the_world_is_the_headless_one(warren_server, seed):
+    import trio
+
+    from warren_sim.client import AsyncAgentClient
+
+    spec = "reset=0.1,lost_reply=0.1,disconnect=0.1,delay=0.1:20ms"
+    run = warren_server.create_run("bridge_repair", seed, AGENTS, faults={"spec": spec, "seed": seed})
+
+    async def main() -> None:
+        retry = RetryPolicy(attempts=50, backoff=0.001)
+        async with AsyncAgentClient.open(warren_server.url, transport="ws", retry=retry, timeout=10.0) as client:
+            async with trio.open_nursery() as nursery:
+                for agent_id in AGENTS:
+                    nursery.start_soon(_drive_ws, client, run.id, agent_id, seed)
+
+    trio.run(main)
+    run.wait_status("completed", 60)
+    assert _engine(run.journal()) == _engine(_headless(seed))
+    assert {f["fault"] for f in run.faults()} & {"reset", "lost_reply", "disconnect"}
