@@ -69,7 +69,7 @@ def test_unknown_field_names_the_valid_fields() -> None:
     err = wire_error({"pase": 1}, RunCreate)
     assert str(err) == (
         "unknown field 'pase' in the run creation body; valid fields: "
-        "controlled_agents, decision_deadline_s, npc_policy, pace, params"
+        "controlled_agents, decision_deadline_s, faults, npc_policy, pace, params"
     )
     assert err.problems == [("$", str(err))]
 

@@ -51,13 +51,14 @@ from ..protocol.converter import converter
 from ..protocol.models import ControlledAgents, Receipt
 from ..protocol.verdicts import Judgement
 from .errors import CANNOT_CLAIM, NO_MORE_OBSERVATIONS, RunError, run_ended
+from .faults import Fault
 from .leases import RemoteAgent
-from .manager import ServerConfig
+from .manager import RunManager, ServerConfig
 from .run import Run
 from .stored import StoredRun
 from .views import WireEnvelope
 
-__all__ = ["BRIEFING_REVISION", "authenticate", "briefing", "changed_receipts", "claim", "claim_many",
+__all__ = ["BRIEFING_REVISION", "authenticate", "briefing", "changed_receipts", "claim", "claim_many", "fault",
            "next_observation", "poll", "poll_many", "receipt", "release", "submit", "subscribe"]
 
 AnyRun = Run | StoredRun
@@ -170,6 +171,27 @@ def receipt(run: AnyRun, agent_id: str, lease: str | None, command_id: str) -> R
     """The receipt of a command the agent submitted, with its outcome as it stands; 404 for one never submitted."""
     ra = run.authenticate(agent_id, lease)
     return run.receipt(ra, command_id)
+
+
+# -- faults (docs/faults.md): which request meets one, decided here for every transport ---------------------------
+def fault(manager: RunManager, run_id: str, agent_id: str, kind: str, *, websocket: bool = False,
+          resumes: bool = True) -> Fault | None:
+    """The fault this request of ``agent_id`` meets, if any (:mod:`.faults`: a pure function of the seed, the
+    run, the agent, ``kind`` and the request's index), journaled as a runtime record; an ``expire`` is done here
+    (the lease ends before the request is judged). What a fault does to the wire is the transport's:
+    :mod:`warren_sim.http.fault_lane`, and the JSON-RPC session of :mod:`warren_sim.http.agent_ws`."""
+    met = manager.faults.decide(run_id, agent_id, kind, websocket=websocket, resumes=resumes)
+    if met is None:
+        return None
+    run = manager.runs.get(run_id)
+    if run is not None and not run.is_ended and isinstance(run, Run):
+        run.journal.append(met.record())
+        run.journal.write_through()  # on the OS's side at once, as a verdict; readers see it with the batch
+        if met.fault == "expire":
+            ra = run.remote.get(agent_id)
+            if ra is not None and ra.lease is not None:
+                ra.lease.expire()
+    return met
 
 
 # -- what a JSON-RPC subscription is pushed after a command: its receipt, each time the outcome changes ----------
