@@ -16,8 +16,8 @@ import pytest
 import trio
 from sdkhelpers import FAST_RETRY, Env, real_server
 
+import warren_sim.client
 from warren_sim.client import (
-    AsyncAgentClient,
     AsyncWsAgent,
     AsyncWsAgentClient,
     Conflict,
@@ -129,8 +129,8 @@ async def test_several_agents_share_one_connection(tmp_path):
     """Three agents claimed on one connection each get their own envelopes (batched frames) and the run completes."""
     log = FaultLog()
     async with real_server(tmp_path) as env:
-        client = AsyncAgentClient.open(env.url, transport="ws", retry=FAST_RETRY,
-                                       event_hooks={"response": [env.check.async_hook]})
+        client = warren_sim.client.open(env.url, transport="ws", retry=FAST_RETRY,
+                                        event_hooks={"response": [env.check.async_hook]})
         assert isinstance(client, AsyncWsAgentClient) and client.ws_url == ws_url(env.url)
         client.socket_wrapper = log.wrap  # open() hands its extra keywords to httpx; the connection opens on entry
         async with client:
