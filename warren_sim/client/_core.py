@@ -44,7 +44,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
@@ -93,7 +93,7 @@ SUCCESS_STATUSES = frozenset({"accepted", "duplicate"})
 Retry = Literal["safe", "brief", "unsent", "never"]
 
 
-@attrs.frozen
+@attrs.define
 class Call:
     """One HTTP request. ``read_timeout`` overrides the client's (long-polls need wait + margin); ``expect`` are
     the success statuses; ``gone_ok`` the errors that, on a retry, mean the first try got through."""
@@ -111,7 +111,7 @@ class Call:
         return f"{self.method} {self.path}"
 
 
-@attrs.frozen
+@attrs.define
 class Request:
     """One agent request of warren-agent/0: ``rpc`` is its method on the WebSocket binding (params: the agent,
     its lease, read when it is sent, and ``args``), ``http`` the same request over HTTP."""
@@ -126,18 +126,23 @@ class Request:
         return {"run_id": s.run_id, "agent_id": s.agent_id, **({"lease": s.lease} if s.lease else {}), **self.args}
 
 
-@attrs.frozen
+@attrs.define
 class Observe:
-    """The agent's next envelope within ``wait`` s (``redelivery``: the outstanding one again, even if seen);
-    ``http`` is the long-poll that asks for it over HTTP."""
+    """The agent's next envelope within ``wait`` s (``redelivery``: the outstanding one again, even if seen)."""
 
     state: AgentState
     wait: float
     redelivery: bool
-    http: Call
+
+    @property
+    def http(self) -> Call:
+        """The long-poll that asks for it over HTTP (made only there: the WebSocket waits for a push)."""
+        s = self.state
+        return Call("GET", s.path("/observations"), read_timeout=self.wait + 15.0, expect=(200, 204),
+                    params={"after": -1 if self.redelivery else s.delivered_seq, "wait": self.wait, **s.auth})
 
 
-@attrs.frozen
+@attrs.define
 class Sleep:
     """Pause for ``seconds``; a push for ``wake``'s agent may end the pause early (over the WebSocket)."""
 
@@ -145,6 +150,8 @@ class Sleep:
     wake: AgentState | None = None
 
 
+#: Effects are made per request, so they are plain ``attrs.define`` classes: frozen ones cost twice as much to
+#: make. Nothing changes an effect once it is yielded.
 Effect = Request | Observe | Call | Sleep
 #: An operation: yields effects, is sent their results, returns its own.
 Op = Generator[Effect, Any, T]
@@ -159,7 +166,7 @@ class RetryPolicy:
     ``backoff * factor**n`` (at most ``max_backoff``) seconds before try n+1, or a 429's ``Retry-After`` (at most
     ``max_retry_after``).
 
-    A transport error (the server went away: a restart, DESIGN section 11) is retried beyond ``attempts`` for as
+    A transport error (the server went away: a restart: docs/reliability.md) is retried beyond ``attempts`` for as
     long as the pauses so far add up to less than ``reconnect_s`` (default 60 s), then fails with a
     :class:`TransportError` that says how long it tried. A restarted server resumes the run and its leases, so the
     retried request simply goes on.
@@ -343,17 +350,19 @@ class Steps(Generic[T]):
         self._error: BaseException | None = None
         self.result: T
 
-    def __iter__(self) -> Steps[T]:
-        return self
-
-    def __next__(self) -> Any:
-        reply, error = self._reply, self._error
-        self._reply = self._error = None
+    def __iter__(self) -> Iterator[Any]:
+        op = self._op
         try:
-            return self._op.send(reply) if error is None else self._op.throw(error)
-        except StopIteration as stop:
+            while True:
+                if self._error is None:
+                    effect = op.send(self._reply)
+                else:
+                    error, self._error = self._error, None
+                    effect = op.throw(error)
+                self._reply = None
+                yield effect
+        except StopIteration as stop:  # the operation returned: so does this iterator (no second exception)
             self.result = stop.value
-            raise StopIteration from None
 
     def send(self, reply: Any) -> None:
         self._reply = reply
@@ -448,13 +457,18 @@ class AgentState:
     #: An envelope that came with a receipt (``submit(..., next_wait=)``), handed out by the next poll
     #: without a request.
     prefetched: dict[str, Any] | None = None
+    #: ``/v1/runs/{run}/agents/{agent}``, quoted once (every request of the agent starts with it).
+    _base: str = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._base = agent_path(self.run_id, self.agent_id)
 
     def redeliver(self) -> None:
         """Make the next poll hand out the outstanding envelope again, even if it was delivered already."""
         self.redelivery = True
 
     def path(self, tail: str) -> str:
-        return agent_path(self.run_id, self.agent_id, tail)
+        return self._base + tail
 
     @property
     def auth(self) -> dict[str, str]:
@@ -585,15 +599,12 @@ def poll(state: AgentState, wait: float) -> Op[Observation | None]:
     if kept is not None:
         return kept
     redelivery = state.redelivery
-    after = -1 if redelivery else state.delivered_seq
-    call = Call("GET", state.path("/observations"), params={"after": after, "wait": wait, **state.auth},
-                read_timeout=wait + 15.0, expect=(200, 204))
     try:
-        data = yield Observe(state, wait, redelivery, call)
+        data = yield Observe(state, wait, redelivery)
     except RunEnded as exc:
         raise (yield from ended(exc, state.run_id, [state])) from None
     state.redelivery = False
-    return None if data is None else accept_envelope(state, data, call.describe(), redelivery)
+    return None if data is None else accept_envelope(state, data, f"GET {state.path('/observations')}", redelivery)
 
 
 def poll_many(states: list[AgentState], wait: float, parts: Iterable[str] | None = None) -> Op[list[Observation]]:

@@ -171,26 +171,30 @@ class AsyncWsAgentClient(AsyncAgentClient):
         with core.Steps(op) as steps:
             for effect in steps:
                 try:
-                    steps.send(await self._perform(effect, held))
+                    if isinstance(effect, core.Request):
+                        reply = await self._request(effect, held)
+                    elif isinstance(effect, core.Observe):
+                        assert held is not None and effect.state is held.state, "a wait is driven by its handle"
+                        reply = await self._observe(effect, held)
+                    elif isinstance(effect, core.Call):  # the binding has no run methods: over HTTP
+                        reply = await drive(self.http, core.http_call(effect, self.retry))
+                    else:
+                        reply = await self._pause(effect, held)
                 except WarrenError as exc:
                     steps.throw(exc)
+                else:
+                    steps.send(reply)
         return steps.result
 
-    async def _perform(self, effect: core.Effect, held: Held | None) -> Any:
-        if isinstance(effect, core.Sleep):
-            if held is None or effect.wake is not held.state:
-                await trio.sleep(effect.seconds)
-                return effect.seconds
-            started = trio.current_time()
-            with trio.move_on_after(effect.seconds):
-                await held.changed.wait()  # a push for the agent (its command's outcome changed) ends it early
-            return trio.current_time() - started
-        if isinstance(effect, core.Call):  # the binding has no run methods: over HTTP
-            return await drive(self.http, core.http_call(effect, self.retry))
-        if isinstance(effect, core.Observe):
-            assert held is not None and effect.state is held.state, "an agent's wait is driven by its handle"
-            return await self._observe(effect, held)
-        return await self._request(effect, held)
+    async def _pause(self, sleep: core.Sleep, held: Held | None) -> float:
+        """``sleep``, ended early by a push for its ``wake`` agent (its command's outcome changed)."""
+        if held is None or sleep.wake is not held.state:
+            await trio.sleep(sleep.seconds)
+            return sleep.seconds
+        started = trio.current_time()
+        with trio.move_on_after(sleep.seconds):
+            await held.changed.wait()
+        return trio.current_time() - started
 
     async def _request(self, request: core.Request, held: Held | None) -> Any:
         """``request`` as its JSON-RPC method. A claim subscribes the connection to ``held``: the handle is

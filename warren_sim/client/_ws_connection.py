@@ -196,7 +196,7 @@ class Connection:
     async def supervise(self) -> None:
         """Connect, and reconnect after each drop, until closed or out of retries. Never raises."""
         # As over HTTP (RetryPolicy): failures in a row are retried with backoff beyond ``attempts`` for as long
-        # as the pauses add up to less than ``reconnect_s``, so a restarted server (DESIGN section 11) is found
+        # as the pauses add up to less than ``reconnect_s``, so a restarted server (docs/reliability.md) is found
         # again and every held agent re-claimed with its token (_handshake); then a TransportError says so.
         failures, waited, why = 0, 0.0, ""
         while not self._closing:
