@@ -69,6 +69,12 @@ def register(sub: Any) -> None:
                    help="human: the lines below as text (default); json: one JSON object per line on stdout and "
                         "stderr (startup, each run's lifecycle, errors, restarts), for log shippers")
     add_scenarios_option(p)
+    p.add_argument("--faults", metavar="SPEC",
+                   help="seeded faults on every run's wire, to test your agents (docs/faults.md): "
+                        "kind=rate[,kind=rate...] with kinds reset, lost_reply, unavailable, delay (delay=RATE:BOUND, "
+                        "as 0.1:2s), redeliver, disconnect, expire, restart; all=RATE sets every network kind")
+    p.add_argument("--fault-seed", type=int, default=0, metavar="N",
+                   help="the seed of --faults: the same seed and agent meet the same faults (default 0)")
     p.set_defaults(func=cmd_serve)
 
 
@@ -127,6 +133,7 @@ async def serve_main(args: argparse.Namespace) -> None:
                           max_spectators=args.max_spectators, max_runs=args.max_runs, max_agents=args.max_agents,
                           fsync=args.fsync, resume=not args.no_resume, send_timeout_s=args.send_timeout,
                           allow_origins=tuple(o.strip().rstrip("/") for o in args.allow_origin),
+                          faults=args.fault_spec, fault_seed=args.fault_seed,
                           on_event=say.err, metrics=not args.no_metrics)
     if not is_loopback(args.host):
         say.err("server.exposed", f"warning: binding {args.host} exposes WARREN beyond this machine; anyone who can "
@@ -168,6 +175,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(f"{', '.join(small)} must be >= 1")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0..65535, got {args.port}")
+    from ..runtime.faults import FaultSpecError, parse_faults
+
+    try:
+        args.fault_spec = parse_faults(args.faults) if args.faults is not None else None
+    except FaultSpecError as exc:
+        raise UsageError(f"--faults: {exc}") from None
     # The server's stack (trio, Quart, Hypercorn) is imported here, not at the top: `warren --help` and every
     # other subcommand start without it.
     import trio

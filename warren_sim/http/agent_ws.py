@@ -31,6 +31,7 @@ from ..protocol.strict_json import StrictJSONError, loads_strict
 from ..runtime import agent_ops
 from ..runtime.clock import wall_seconds
 from ..runtime.errors import RunError
+from ..runtime.faults import Fault
 from ..runtime.leases import RemoteAgent
 from ..runtime.manager import RunManager
 from ..runtime.run import Run
@@ -128,6 +129,7 @@ class AgentSession:
         self.outbox: list[dict[str, Any]] = []  # replies waiting for the sender (batched frames only)
         self._to_write: dict[str, Run] = {}
         self.accepted_in: dict[str, Run | StoredRun] = {}  # runs whose journals took an accept for this reply
+        self.after_reply: Fault | None = None  # a lost_reply or delay fault of the request being answered
         self.metrics = manager.metrics  # each method timed under its name (verdicts are counted by agent_ops)
         self.via = agent_ops.WS  # the method being handled: its trace context, when tracing is on (dispatch)
 
@@ -156,7 +158,18 @@ class AgentSession:
                     if raw is None:
                         return  # the peer went away
                     self.last_heard = trio.current_time()
-                    reply = self.handle(raw)
+                    try:
+                        reply = self.handle(raw)
+                    except CloseConnection as close:
+                        await self.peer.close(close.code, close.reason)
+                        return
+                    fault, self.after_reply = self.after_reply, None
+                    if fault is not None and fault.fault == "lost_reply":
+                        await self.peer.close(1011, f"an injected fault: lost_reply ({fault.request} "
+                                                    f"#{fault.index} of {fault.agent_id}): served, reply lost")
+                        return
+                    if fault is not None:  # delay
+                        await trio.sleep(fault.delay_s)
                     if self.accepted_in:  # --fsync: on disk before the receipt leaves (one fsync per tick)
                         runs, self.accepted_in = self.accepted_in, {}
                         for run in runs.values():
@@ -206,10 +219,47 @@ class AgentSession:
                 return None
             return _error(rid, METHOD_NOT_FOUND, "Method not found",
                           {"detail": f"unknown method {method!r}; methods: {', '.join(METHODS)}"})
+        fault = self._fault(method, params) if self.manager.faults.plans else None
+        if fault is not None:
+            early = self._before(fault, rid)
+            if early is not None:
+                return early
         began = wall_seconds()
         reply = self.dispatch(handler, params, rid)
         self.metrics.request(method, "ws", wall_seconds() - began)
+        if fault is not None and fault.fault == "redeliver":
+            sub = self.subs.get((str(params.get("run_id")), str(params.get("agent_id"))))
+            if sub is not None and sub.last_seq >= 0:
+                sub.last_seq -= 1  # the envelope it was pushed last is pushed again
+                self.woken[sub] = None
+        if fault is not None and fault.fault in ("lost_reply", "delay"):
+            self.after_reply = fault  # serve() loses or holds back this reply
         return reply if "id" in message else None
+
+    # -- faults (docs/faults.md): decided in agent_ops, done here to the connection --------------------------
+    def _fault(self, method: str, params: dict[str, Any]) -> Fault | None:
+        kind = FAULT_KINDS.get(method)
+        run_id, agent_id = params.get("run_id"), params.get("agent_id")
+        if kind is None or not isinstance(run_id, str) or not isinstance(agent_id, str):
+            return None
+        if run_id not in self.manager.faults.plans:
+            return None
+        resumes = kind != "claim" or isinstance(params.get("lease"), str)
+        return agent_ops.fault(self.manager, run_id, agent_id, kind, websocket=True, resumes=resumes)
+
+    def _before(self, fault: Fault, rid: Any) -> dict[str, Any] | None:
+        """What a fault does before its request is served: close the connection (``reset``: 1011, ``disconnect``:
+        1012), or answer 503 (``unavailable``); None to serve the request."""
+        if fault.fault in ("reset", "disconnect"):
+            raise CloseConnection(1012 if fault.fault == "disconnect" else 1011,
+                                  f"an injected fault: {fault.fault} ({fault.request} #{fault.index} of "
+                                  f"{fault.agent_id})")
+        if fault.fault == "unavailable":
+            detail = (f"the server is unavailable (an injected fault: unavailable, {fault.request} #{fault.index} "
+                      f"of {fault.agent_id}); retry after data.retry_after seconds")
+            return _error(rid, 503, problem(503, detail)["title"], {"status": 503, "detail": detail,
+                                                                    "retry_after": 0})
+        return None
 
     def dispatch(self, handler: Any, params: dict[str, Any], rid: Any) -> dict[str, Any]:
         """Call a method on parsed params: its result, or its refusal as a JSON-RPC error.
@@ -492,6 +542,20 @@ def refused_protocol(headers: Any) -> str | None:
     if sent is not None and sent.strip() != PROTOCOL_VERSION:
         return f"this server speaks {PROTOCOL_VERSION}, not {sent}"
     return None
+
+
+class CloseConnection(Exception):
+    """A fault closes the connection (``reset``, ``disconnect``) before its request is served."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+#: JSON-RPC methods -> the request kinds of docs/faults.md (agent.submit_many names several agents: no fault)
+FAULT_KINDS = {"agent.claim": "claim", "agent.release": "release", "agent.briefing": "briefing",
+               "agent.subscribe": "poll", "agent.submit": "submit", "agent.receipt": "receipt"}
 
 
 class Dropped(Exception):

@@ -23,6 +23,7 @@ from ..protocol.strict_json import MAX_BODY_BYTES
 from ..runtime.manager import ServerConfig
 from .agent_routes import register_agent_routes
 from .docs_routes import register_docs_routes
+from .fault_lane import fault_lane
 from .hooks import register_hooks
 from .http_lane import http_lane
 from .metrics_routes import register_metrics
@@ -53,4 +54,5 @@ def create_app(config: ServerConfig | None = None) -> WarrenApp:
     register_viewer_routes(app)  # GET /, /runs/<run>, /runs/<run>/observations/<id>: the viewer
     app.asgi_app = http_lane(app, app.asgi_app)  # type: ignore[method-assign,assignment]  # the hot agent routes, Quart-less
     app.asgi_app = ws_lane(app, app.asgi_app)  # type: ignore[method-assign]  # WS /v1/agent as raw ASGI
+    app.asgi_app = fault_lane(app, app.asgi_app)  # type: ignore[method-assign]  # seeded faults (docs/faults.md)
     return app

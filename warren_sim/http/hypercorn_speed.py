@@ -37,6 +37,7 @@ slower one; each names the test that fails without it where one exists, and the 
 
 from __future__ import annotations
 
+import socket
 from itertools import chain
 from typing import Any
 
@@ -232,6 +233,19 @@ class EarlyReply:
             return False  # nothing taken (a full buffer, a plain socket missing, a dead peer): the handler's as before
         proto._warren_early = _Early(status, headers, full, data, data[sent:])
         _tally["written"] += 1
+        return True
+
+
+    def shutdown(self) -> bool:
+        """Shut the connection's socket down (a ``reset`` or ``lost_reply`` fault, warren_sim.http.fault_lane):
+        the client sees the connection end with no byte of a reply. False when there is no plain socket."""
+        sock = getattr(self._server.stream, "socket", None)
+        if sock is None:
+            return False
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            return False
         return True
 
 

@@ -61,14 +61,16 @@ from ..protocol.converter import converter
 from ..protocol.models import ControlledAgents, Receipt
 from ..protocol.verdicts import Judgement
 from .errors import CANNOT_CLAIM, NO_MORE_OBSERVATIONS, RunError, run_ended
+from .faults import Fault
 from .leases import RemoteAgent
-from .manager import ServerConfig
+from .manager import RunManager, ServerConfig
 from .run import Run
 from .stored import StoredRun
 from .views import WireEnvelope
 
 __all__ = ["BRIEFING_REVISION", "HTTP", "WS", "Via", "authenticate", "briefing", "changed_receipts", "claim",
-           "claim_many", "next_observation", "poll", "poll_many", "receipt", "release", "submit", "subscribe"]
+           "claim_many", "fault", "next_observation", "poll", "poll_many", "receipt", "release", "submit",
+           "subscribe"]
 
 AnyRun = Run | StoredRun
 BRIEFING_REVISION = 1  # what a claim's reply names: the briefing an agent gets does not change during a run
@@ -240,6 +242,27 @@ def receipt(run: AnyRun, agent_id: str, lease: str | None, command_id: str, via:
             span.set("observation_id", found.observation_id)
             span.set("verdict", found.status)
         return found
+
+
+# -- faults (docs/faults.md): which request meets one, decided here for every transport ---------------------------
+def fault(manager: RunManager, run_id: str, agent_id: str, kind: str, *, websocket: bool = False,
+          resumes: bool = True) -> Fault | None:
+    """The fault this request of ``agent_id`` meets, if any (:mod:`.faults`: a pure function of the seed, the
+    run, the agent, ``kind`` and the request's index), journaled as a runtime record; an ``expire`` is done here
+    (the lease ends before the request is judged). What a fault does to the wire is the transport's:
+    :mod:`warren_sim.http.fault_lane`, and the JSON-RPC session of :mod:`warren_sim.http.agent_ws`."""
+    met = manager.faults.decide(run_id, agent_id, kind, websocket=websocket, resumes=resumes)
+    if met is None:
+        return None
+    run = manager.runs.get(run_id)
+    if run is not None and not run.is_ended and isinstance(run, Run):
+        run.journal.append(met.record())
+        run.journal.write_through()  # on the OS's side at once, as a verdict; readers see it with the batch
+        if met.fault == "expire":
+            ra = run.remote.get(agent_id)
+            if ra is not None and ra.lease is not None:
+                ra.lease.expire()
+    return met
 
 
 # -- what a JSON-RPC subscription is pushed after a command: its receipt, each time the outcome changes ----------
