@@ -158,12 +158,12 @@ class AgentSession:
                     try:
                         reply = self.handle(raw)
                     except CloseConnection as close:
-                        await self.peer.close(close.code, close.reason)
+                        await self._close_for_fault(close.code, close.reason)
                         return
                     fault, self.after_reply = self.after_reply, None
                     if fault is not None and fault.fault == "lost_reply":
-                        await self.peer.close(1011, f"an injected fault: lost_reply ({fault.request} "
-                                                    f"#{fault.index} of {fault.agent_id}): served, reply lost")
+                        await self._close_for_fault(1011, f"an injected fault: lost_reply ({fault.request} "
+                                                          f"#{fault.index} of {fault.agent_id}): served, reply lost")
                         return
                     if fault is not None:  # delay
                         await trio.sleep(fault.delay_s)
@@ -241,6 +241,13 @@ class AgentSession:
             return None
         resumes = kind != "claim" or isinstance(params.get("lease"), str)
         return agent_ops.fault(self.manager, run_id, agent_id, kind, websocket=True, resumes=resumes)
+
+    async def _close_for_fault(self, code: int, reason: str) -> None:
+        """Close the connection for a fault, after the replies already due to other requests (batched frames wait
+        in the outbox): a fault loses its own request's reply, not the replies of requests served before it."""
+        if self.outbox:
+            await self._flush()
+        await self.peer.close(code, reason)
 
     def _before(self, fault: Fault, rid: Any) -> dict[str, Any] | None:
         """What a fault does before its request is served: close the connection (``reset``: 1011, ``disconnect``:
