@@ -24,7 +24,7 @@ import attrs
 import orjson
 from quart import Response, request
 
-from ..protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_VERSION
+from ..protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_VERSION, case_hint
 from ..protocol.converter import WireError, converter, structure_or_error
 from ..protocol.models import BulkClaim, MultiPoll, Receipt
 from ..runtime.errors import RunError
@@ -72,7 +72,8 @@ def _lease() -> str | None:
 def _check_protocol_arg() -> None:
     asked = request.args.get("protocol")
     if asked is not None and asked != PROTOCOL_VERSION:
-        raise RunError(409, f"this server speaks {PROTOCOL_VERSION}, the claim asked for protocol={asked!r}")
+        raise RunError(409, f"this server speaks {PROTOCOL_VERSION}, the claim asked for protocol={asked!r}"
+                       + case_hint(asked))
 
 
 async def _next_envelope(run: Run | StoredRun, ra: RemoteAgent, receipt: Receipt,

@@ -23,7 +23,7 @@ import trio
 from quart import websocket
 
 from .. import __version__
-from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
+from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION, case_hint
 from ..protocol.converter import converter
 from ..protocol.strict_json import StrictJSONError, loads_strict
 from ..runtime.errors import RunError
@@ -548,7 +548,7 @@ def refused_protocol(headers: Any) -> str | None:
     """Why a connection's ``X-Warren-Protocol`` is refused (closed with 1002 before the handshake), or None."""
     sent = headers.get(PROTOCOL_HEADER)
     if sent is not None and sent.strip() != PROTOCOL_VERSION:
-        return f"this server speaks {PROTOCOL_VERSION}, not {sent}"
+        return f"this server speaks {PROTOCOL_VERSION}, not {sent}{case_hint(sent)}"
     return None
 
 
