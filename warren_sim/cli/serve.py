@@ -33,7 +33,7 @@ def register(sub: Any) -> None:
                    help="clock rate: every deadline and timeout passes RATE times faster")
     p.add_argument("--data-dir", type=Path, default=Path("warren-data"), help="where run journals are written")
     p.add_argument("--max-wait", type=float, default=60.0,
-                   help="cap of a long-poll's wait (seconds); must be below --lease-ttl")
+                   help="cap of a long-poll's wait, below --lease-ttl (seconds)")
     p.add_argument("--max-polls-per-lease", type=int, default=4,
                    help="concurrent long-polls per lease; more get 429")
     p.add_argument("--max-spectators", type=int, default=64,
