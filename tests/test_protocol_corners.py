@@ -14,8 +14,8 @@ import trio
 from server_helpers import served
 from transports import transport
 
-from warren_sim.cli import main
 from warren_sim.protocol import case_hint
+from warren_sim.runtime.leases import poll_wait
 
 
 async def _started(api, **body):
@@ -34,9 +34,9 @@ async def _claim_status(api, run: str) -> int:
 
 
 # -- leases and long-polls -------------------------------------------------------------------------------------
-async def test_a_parked_long_poll_holds_its_lease_past_the_ttl_and_returns_with_a_full_one(autojump_clock, tmp_path):
-    """A 500 s poll at TTL 300 (possible in-process; `warren serve` refuses it): the lease lives through the poll
-    (another client's claim at 400 s gets 409), and the 204 leaves it a full TTL (409 at +299 s, expired at +301 s)."""
+async def test_a_parked_long_poll_holds_its_lease_and_returns_with_a_full_ttl(autojump_clock, tmp_path):
+    """A 250 s poll at TTL 300: the 204 leaves the lease a full TTL (another client's claim at 400 s, past the 300 s a
+    refresh at the poll's start gave, gets 409; still 409 at +299 s; expired at +301 s)."""
     async with served(tmp_path, lease_ttl=300, max_wait_s=1000) as api:
         run, lease, env = await _started(api)
         claims: list[int] = []
@@ -48,15 +48,45 @@ async def test_a_parked_long_poll_holds_its_lease_past_the_ttl_and_returns_with_
         async with trio.open_nursery() as nursery:
             nursery.start_soon(stranger)
             start = trio.current_time()
-            status, body = await api.poll(run, lease, after=env["seq"], wait=500)
+            status, body = await api.poll(run, lease, after=env["seq"], wait=250)
             assert status == 204, body
-            assert trio.current_time() - start == pytest.approx(500, abs=1)
+            assert trio.current_time() - start == pytest.approx(250, abs=1)
+            returned = trio.current_time()
         assert claims == [409]
-        await trio.sleep(299)
+        await trio.sleep(returned + 299 - trio.current_time())
         assert await _claim_status(api, run) == 409
         await trio.sleep(2)  # a full TTL after the poll returned, unrefreshed: the lease expired only now
         status, problem = await api.call("GET", f"/v1/runs/{run}/agents/engineer-1/briefing?lease={lease}")
         assert status == 403 and "expired" in problem["detail"], problem
+
+
+@pytest.mark.parametrize("route", ["single", "multi", "command"])
+async def test_a_wait_is_capped_below_the_lease_ttl_whatever_max_wait_says(autojump_clock, tmp_path, route):
+    """max_wait 1000 s over a 300 s TTL: every kind of long-poll ends at 270 s (0.9 x TTL) and the lease lives on."""
+    async with served(tmp_path, lease_ttl=300, max_wait_s=1000) as api:
+        run, lease, env = await _started(api)
+        if route == "command":  # commands?wait=: the next envelope after an accepted command, long-polled
+            run2 = await api.create(controlled_agents=["engineer-1", "courier-1"], decision_deadline_s=10_000)
+            lease2 = await api.claim(run2)
+            await api.claim(run2, "courier-1")  # claimed, never answering: engineer-1's next batch waits on it
+            status, env2 = await api.poll(run2, lease2)
+            run, lease = run2, lease2
+        start = trio.current_time()
+        if route == "single":
+            status, body = await api.poll(run, lease, after=env["seq"], wait=1000)
+            assert status == 204, body
+        elif route == "multi":
+            poll = {"leases": {"engineer-1": lease}, "after": {"engineer-1": env["seq"]}}
+            status, body = await api.call("POST", f"/v1/runs/{run}/observations?wait=1000", poll)
+            assert status == 204, body
+        else:
+            status, body = await api.call(
+                "POST", f"/v1/runs/{run}/agents/engineer-1/commands?lease={lease}&wait=1000",
+                {"command_id": "c", "observation_id": env2["observation_id"], "noop": True})
+            assert status == 200 and body["status"] == "accepted" and body["next_observation"] is None, body
+        assert trio.current_time() - start == pytest.approx(270, abs=1)
+        status, _ = await api.call("GET", f"/v1/runs/{run}/agents/engineer-1/briefing?lease={lease}")
+        assert status == 200
 
 
 async def test_a_multi_agent_poll_holds_every_lease_it_waits_on(autojump_clock, tmp_path):
@@ -64,9 +94,9 @@ async def test_a_multi_agent_poll_holds_every_lease_it_waits_on(autojump_clock, 
     async with served(tmp_path, lease_ttl=300, max_wait_s=1000) as api:
         run, lease, env = await _started(api)
         poll = {"leases": {"engineer-1": lease}, "after": {"engineer-1": env["seq"]}}
-        status, body = await api.call("POST", f"/v1/runs/{run}/observations?wait=500", poll)
+        status, body = await api.call("POST", f"/v1/runs/{run}/observations?wait=250", poll)
         assert status == 204, body
-        await trio.sleep(299)  # 799 s after the claim: long past the TTL, but the poll ended 299 s ago
+        await trio.sleep(299)  # 549 s after the claim: long past the TTL, but the poll ended 299 s ago
         assert await _claim_status(api, run) == 409
         status, _ = await api.call("GET", f"/v1/runs/{run}/agents/engineer-1/briefing?lease={lease}")
         assert status == 200
@@ -100,24 +130,9 @@ async def test_a_poll_whose_lease_was_released_meanwhile_answers_403_that_teache
         assert f"POST /v1/runs/{run}/agents/engineer-1/claim" in problem["detail"]
 
 
-@pytest.mark.parametrize("args", [["--lease-ttl", "3", "--max-wait", "60"], ["--lease-ttl", "30"],
-                                  ["--lease-ttl", "3", "--max-wait", "3"]])
-def test_serve_refuses_a_max_wait_not_below_the_lease_ttl(tmp_path, capsys, args):
-    """Refused at start (exit 2, one line that says what to pass), before anything listens or is written: the
-    default --max-wait (60 s) counts too. (Not capped: docs/decisions.md says why.)"""
-    code = main(["serve", "--port", "0", "--data-dir", str(tmp_path / "data"), *args])
-    out, err = capsys.readouterr()
-    assert code == 2 and "listening" not in out
-    assert err.startswith("warren serve: --max-wait") and "must be below --lease-ttl" in err, err
-    assert "e.g. --max-wait 1.5" in err if "3" in args else "e.g. --max-wait 15" in err, err
-    assert not (tmp_path / "data").exists()
-
-
-def test_serve_takes_a_max_wait_below_the_lease_ttl(tmp_path, capsys):
-    """The boundary: --max-wait 2.9 under --lease-ttl 3 passes the check (it fails later, on purpose, at the port)."""
-    code = main(["serve", "--port", "70000", "--data-dir", str(tmp_path / "data"), "--lease-ttl", "3",
-                 "--max-wait", "2.9"])
-    assert code == 2 and "--port must be 0..65535" in capsys.readouterr().err
+def test_poll_wait_is_capped_at_nine_tenths_of_the_ttl() -> None:
+    assert poll_wait(60, 300) == 60 and poll_wait(60, 3) == pytest.approx(2.7) and poll_wait(2.5, 3) == 2.5
+    assert poll_wait(0, 3) == 0
 
 
 # -- the journal and receipts ----------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Issue 32's real-clock checks through a real `warren serve` on loopback: ``deadline_unix`` under ``--rate 50`` is the
 wall instant the deadline passes, and a long-poll under ``--lease-ttl 3`` returns with a full TTL.
 
-They wait real seconds (about 3 s and 5 s), so they are marked slow; the same rules on the autojump clock, in
+They wait real seconds (about 3 s and 7 s), so they are marked slow; the same rules on the autojump clock, in
 milliseconds, are in tests/test_protocol_corners.py.
 """
 
@@ -63,19 +63,28 @@ def test_deadline_unix_under_rate_50_is_the_real_time_left(tmp_path):
         assert receipt["status"] == "expired" and "decision deadline passed" in receipt["detail"], receipt
 
 
-def test_a_long_poll_under_lease_ttl_3_returns_with_a_full_ttl(tmp_path):
-    """--lease-ttl 3: a poll that parks 2.5 s answers 204 with its lease good for 3 s more, so another client's claim
-    1.5 s later (4 s after the poll began, past the 3 s a refresh at its start gave) gets 409."""
-    with Served(tmp_path, "--lease-ttl", "3", "--max-wait", "2.9") as s:
+def test_a_long_poll_under_lease_ttl_3_returns_with_a_full_ttl_and_waits_below_it(tmp_path):
+    """--lease-ttl 3 (and the default --max-wait 60): a poll that parks 2.5 s answers 204 with its lease good for 3 s
+    more, so another client's claim 1.5 s later (4 s after the poll began, past the 3 s a refresh at its start gave)
+    gets 409; a poll asking 60 s is capped at 2.7 s (0.9 x TTL) and leaves its lease alive; serve says so at start."""
+    with Served(tmp_path, "--lease-ttl", "3", "--max-wait", "60") as s:
         run, lease = _started(s, decision_deadline_s=600)
         r = _poll(s, run, lease, -1, 0)
         assert r.status_code == 200, r.text
+        seq = r.json()["seq"]
         began = time.monotonic()
-        r = _poll(s, run, lease, r.json()["seq"], 2.5)
+        r = _poll(s, run, lease, seq, 2.5)
         assert r.status_code == 204, r.text
-        assert 2.4 <= time.monotonic() - began < 2.9
+        assert 2.4 <= time.monotonic() - began < 2.7
         time.sleep(1.5)
         r = s.http.post(f"/v1/runs/{run}/agents/engineer-1/claim")
         assert r.status_code == 409 and "held by another lease" in r.json()["detail"], r.text
+
+        began = time.monotonic()
+        r = _poll(s, run, lease, seq, 60)
+        assert r.status_code == 204, r.text
+        assert 2.6 <= time.monotonic() - began < 3.0  # capped below the TTL, not 60 s
         r = s.http.get(f"/v1/runs/{run}/agents/engineer-1/briefing", params={"lease": lease})
-        assert r.status_code == 200  # still ours (and refreshed again)
+        assert r.status_code == 200  # still ours
+        s.stop()
+    assert "long-polls wait at most 2.7 s, below --lease-ttl 3 s (--max-wait 60 s is capped)" in s.stderr

@@ -33,7 +33,7 @@ def register(sub: Any) -> None:
                    help="clock rate: every deadline and timeout passes RATE times faster")
     p.add_argument("--data-dir", type=Path, default=Path("warren-data"), help="where run journals are written")
     p.add_argument("--max-wait", type=float, default=60.0,
-                   help="cap of a long-poll's wait, below --lease-ttl (seconds)")
+                   help="cap of a long-poll's wait; polls also end by 0.9 x --lease-ttl (seconds)")
     p.add_argument("--max-polls-per-lease", type=int, default=4,
                    help="concurrent long-polls per lease; more get 429")
     p.add_argument("--max-spectators", type=int, default=64,
@@ -62,6 +62,7 @@ async def serve_main(args: argparse.Namespace) -> None:
     import trio
 
     from ..http.server import SERVER_GC_THRESHOLDS, is_loopback, start_server
+    from ..runtime.leases import poll_wait
     from ..runtime.manager import ServerConfig
 
     config = ServerConfig(lease_ttl=args.lease_ttl, data_dir=args.data_dir, max_wait_s=args.max_wait,
@@ -79,6 +80,10 @@ async def serve_main(args: argparse.Namespace) -> None:
                                                             gc_thresholds=SERVER_GC_THRESHOLDS))
             print(f"WARREN listening on {server.url}", flush=True)
             print(f"WARREN journals go to {args.data_dir.resolve()}/run-N.jsonl (--data-dir)", flush=True)
+            if poll_wait(args.max_wait, args.lease_ttl) < args.max_wait:  # said once, where the operator looks
+                print(f"WARREN: long-polls wait at most {poll_wait(args.max_wait, args.lease_ttl):g} s, below "
+                      f"--lease-ttl {args.lease_ttl:g} s (--max-wait {args.max_wait:g} s is capped)",
+                      file=sys.stderr, flush=True)
 
             async def watch_signals() -> None:
                 async for signum in signals:
@@ -100,13 +105,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     apply_scenarios_option(args)
     if args.rate <= 0 or args.lease_ttl <= 0 or args.max_wait < 0:
         raise UsageError("--rate and --lease-ttl must be > 0 and --max-wait >= 0")
-    if args.max_wait >= args.lease_ttl:
-        # Refused, not capped (docs/decisions.md): a parked long-poll holds its lease until it returns, so a wait
-        # as long as the TTL would let a client that vanished mid-poll keep its agent past the TTL it was promised
-        raise UsageError(f"--max-wait ({args.max_wait:g} s) must be below --lease-ttl ({args.lease_ttl:g} s): a "
-                         "parked long-poll holds its agent's lease until it returns, so a poll as long as the TTL "
-                         "would outlast it; pass a shorter --max-wait (at most half the TTL leaves room for the "
-                         f"request after it, e.g. --max-wait {args.lease_ttl / 2:g}) or a longer --lease-ttl")
     caps = ("max_polls_per_lease", "max_spectators", "max_runs", "max_agents")
     small = [f"--{c.replace('_', '-')}" for c in caps if getattr(args, c) < 1]
     if small:

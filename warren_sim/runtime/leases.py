@@ -27,10 +27,12 @@ from ..protocol.models import Receipt
 from ..protocol.verdicts import AgentLedger
 from .errors import RunError
 
-__all__ = ["Delivery", "Lease", "RemoteAgent", "check_lease", "digest", "new_token", "poll_slot", "still_held",
-           "take_lease"]
+__all__ = ["POLL_SHARE_OF_TTL", "Delivery", "Lease", "RemoteAgent", "check_lease", "digest", "new_token",
+           "poll_slot", "poll_wait", "still_held", "take_lease"]
 
 TOKEN_BYTES = 24
+#: A long-poll waits at most this share of the lease TTL, whatever ``wait`` and ``--max-wait`` say (docs/decisions.md).
+POLL_SHARE_OF_TTL = 0.9
 
 
 def new_token() -> str:
@@ -153,6 +155,17 @@ def check_lease(ra: RemoteAgent, token: str | None, ttl: float, run_id: str) -> 
         raise RunError(403, f"your lease on {ra.agent_id} expired (no request for {ttl:g} s); claim the agent "
                        f"again with POST {where}/claim for a fresh token")
     lease.refresh(ttl)
+
+
+def poll_wait(wait: float, ttl: float) -> float:
+    """A long-poll's wait, capped below the lease TTL (at ``POLL_SHARE_OF_TTL`` of it).
+
+    Why a cap although a parked poll holds its lease (:func:`poll_slot`): the hold lets a client that vanished
+    mid-poll keep its agent until the poll ends plus a TTL; capped, that is under two TTLs, whatever
+    ``--max-wait`` is, so a ``--lease-ttl 3`` server with the default ``--max-wait 60`` needs no other setting.
+    A 204 before the asked ``wait`` is already what a capped wait looks like to a client (``--max-wait``).
+    """
+    return min(wait, ttl * POLL_SHARE_OF_TTL)
 
 
 @contextlib.contextmanager

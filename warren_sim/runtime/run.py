@@ -29,7 +29,7 @@ from ..protocol.verdicts import Judgement, judge, record_acceptance
 from .clock import WallMap, unix_now
 from .errors import RunError, too_many_spectators
 from .journal import Journal
-from .leases import Delivery, RemoteAgent, check_lease, poll_slot, still_held, take_lease
+from .leases import Delivery, RemoteAgent, check_lease, poll_slot, poll_wait, still_held, take_lease
 from .views import WireEnvelope, current_wire, receipt_with_outcome, run_view
 
 __all__ = ["Run", "RunConfig"]
@@ -510,7 +510,7 @@ class Run:
     async def wait_observation(self, ra: RemoteAgent, after: int, wait: float,
                                deliver: Callable[[bytes], bool] | None = None) -> orjson.Fragment | None:
         """The outstanding envelope with ``seq > after`` (serialized, once per envelope: ``WireEnvelope.whole``),
-        waiting up to ``wait`` s; None on timeout.
+        waiting up to ``wait`` s (at most 0.9 of the lease TTL: ``leases.poll_wait``); None on timeout.
 
         At most ``max_polls_per_lease`` of these run at once per lease (call right after ``authenticate``);
         one more is refused with 429 (:func:`~warren_sim.runtime.leases.poll_slot`).
@@ -523,6 +523,7 @@ class Run:
         """
         entry = None if deliver is None else Delivery(after, deliver)
         ttl = self.config.lease_ttl
+        wait = poll_wait(wait, ttl)  # below the lease TTL, whatever --max-wait allows (leases.poll_wait)
         try:
             # the poll holds its lease while parked and refreshes it as it returns (leases.poll_slot); a lease
             # that ended meanwhile (released) answers 403, not an envelope or a 204 (leases.still_held)
@@ -562,6 +563,7 @@ class Run:
         last (trio runs every woken task to its next checkpoint before any reaches its socket). The last reply
         leaves no later; the others leave earlier, and their readers work meanwhile.
         """
+        wait = poll_wait(wait, self.config.lease_ttl)  # below the lease TTL, as wait_observation's
         with contextlib.ExitStack() as slots:
             # each lease held while parked and refreshed as the poll returns; 403 if one ended (wait_observation)
             held = [(ra, slots.enter_context(poll_slot(ra, self.config.max_polls_per_lease, wait,
