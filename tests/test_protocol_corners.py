@@ -14,6 +14,7 @@ import trio
 from server_helpers import served
 from transports import transport
 
+from warren_sim.http.agent_ws import refused_protocol
 from warren_sim.protocol import case_hint
 from warren_sim.runtime.leases import poll_wait
 
@@ -228,7 +229,8 @@ async def test_the_protocol_header_value_is_exact_and_a_case_slip_is_named(autoj
         assert status == 200
         status, problem = await api.call("GET", "/v1/runs", headers={"X-Warren-Protocol": "Warren-Agent/0"})
         assert status == 409
-        assert "compared exactly, case included" in problem["detail"] and "'warren-agent/0'" in problem["detail"]
+        assert "compared exactly, case included" in problem["detail"]
+        assert "send X-Warren-Protocol: warren-agent/0" in problem["detail"]
         status, problem = await api.call("GET", "/v1/runs", headers={"X-Warren-Protocol": "warren-agent/1"})
         assert status == 409 and "case included" not in problem["detail"]  # the hint only for a case slip
         run = await api.create(controlled_agents=["engineer-1"])
@@ -239,3 +241,11 @@ async def test_the_protocol_header_value_is_exact_and_a_case_slip_is_named(autoj
 def test_case_hint_only_for_a_case_slip() -> None:
     assert case_hint("WARREN-agent/0") != "" and case_hint(" warren-AGENT/0 ") != ""
     assert case_hint("warren-agent/0") == "" and case_hint("warren-agent/1") == "" and case_hint("") == ""
+
+
+def test_the_websocket_handshake_names_a_case_slip_within_a_close_reason() -> None:
+    """The WebSocket binding refuses the same values (close 1002); its reason, hint included, fits the 123 bytes a
+    close frame's reason may hold."""
+    why = refused_protocol({"X-Warren-Protocol": "Warren-Agent/0"})
+    assert why is not None and "case included" in why and len(why.encode()) <= 123
+    assert refused_protocol({"X-Warren-Protocol": "warren-agent/0"}) is None

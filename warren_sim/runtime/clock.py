@@ -11,9 +11,8 @@ instant at which the deadline passes, so ``deadline_unix - time.time()`` is the 
 any language. ``deadline_unix = unix0 + (trio_deadline - trio0) / rate``, anchored at the moment the map was
 made: on the real clock (rate 1) this is simply the wall-clock deadline; under ``--rate R`` (a
 ``MockClock(rate=R)``, whose virtual seconds pass R times faster) a 60 s decision deadline reads
-``now + 60 / R`` (1.2 s at rate 50), which is when it really arrives. (Until issue 32 the map was 1:1 in
-virtual seconds, so a deadline always read 60 s away and a client under warp had no clock to compare it
-with.) Under the autojump clock of in-process tests, virtual time has no relation to wall time at all; the
+``now + 60 / R`` (1.2 s at rate 50), which is when it really arrives. (The map used to be 1:1 in virtual
+seconds, so a deadline always read 60 s away and a client under warp had no clock to compare it with.) Under the autojump clock of in-process tests, virtual time has no relation to wall time at all; the
 map there is built with rate 1 (``ServerConfig.rate``'s default), so ``deadline_unix`` is the anchor plus
 *virtual* seconds: ``deadline_unix - WallMap.now_unix()`` is the virtual time left, and ``time.time()``
 means nothing against it.
