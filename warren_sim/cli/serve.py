@@ -15,7 +15,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._common import EXIT_OK, EXIT_USAGE, UsageError, add_scenarios_option, apply_scenarios_option, subparser
+from ._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    add_scenarios_option,
+    apply_scenarios_option,
+    subparser,
+)
 
 
 def register(sub: Any) -> None:
@@ -115,8 +123,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # other subcommand start without it.
     import trio
 
+    from ..http.hypercorn_fixes import UnsupportedHypercorn, check_versions
     from ..runtime.clock import make_clock
 
+    try:  # the server patches Hypercorn's internals: on a release they were not written for, it does not start
+        check_versions()
+    except UnsupportedHypercorn as exc:
+        print(f"warren serve: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     try:
         trio.run(serve_main, args, clock=make_clock(args.rate))
     except BaseExceptionGroup as group:
