@@ -24,7 +24,7 @@ import orjson
 import trio
 
 from .. import __version__
-from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
+from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION, case_hint
 from ..protocol.converter import converter
 from ..protocol.models import problem
 from ..protocol.strict_json import StrictJSONError, loads_strict
@@ -285,7 +285,8 @@ class AgentSession:
     def m_initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         asked = params.get("protocol", PROTOCOL_VERSION)
         if asked != PROTOCOL_VERSION:
-            raise RunError(409, f"this server speaks {PROTOCOL_VERSION}; initialize asked for {asked!r}")
+            raise RunError(409, f"this server speaks {PROTOCOL_VERSION}; initialize asked for {asked!r}"
+                           + (case_hint(asked) if isinstance(asked, str) else ""))
         frames = params.get("frames", "single")
         if frames not in FRAMES:
             raise _bad_params(f"initialize: params.frames must be one of {', '.join(FRAMES)}; got "
@@ -530,7 +531,7 @@ def refused_protocol(headers: Any) -> str | None:
     """Why a connection's ``X-Warren-Protocol`` is refused (closed with 1002 before the handshake), or None."""
     sent = headers.get(PROTOCOL_HEADER)
     if sent is not None and sent.strip() != PROTOCOL_VERSION:
-        return f"this server speaks {PROTOCOL_VERSION}, not {sent}"
+        return f"this server speaks {PROTOCOL_VERSION}, not {sent}{case_hint(sent)}"
     return None
 
 
