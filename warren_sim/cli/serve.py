@@ -42,7 +42,8 @@ def register(sub: Any) -> None:
     p.add_argument("--rate", type=float, default=1.0,
                    help="clock rate: every deadline and timeout passes RATE times faster")
     p.add_argument("--data-dir", type=Path, default=Path("warren-data"), help="where run journals are written")
-    p.add_argument("--max-wait", type=float, default=60.0, help="cap of a long-poll's wait (seconds)")
+    p.add_argument("--max-wait", type=float, default=60.0,
+                   help="cap of a long-poll's wait; polls also end by 0.9 x --lease-ttl (seconds)")
     p.add_argument("--max-polls-per-lease", type=int, default=4,
                    help="concurrent long-polls per lease; more get 429")
     p.add_argument("--max-spectators", type=int, default=64,
@@ -119,6 +120,7 @@ async def serve_main(args: argparse.Namespace) -> None:
     import trio
 
     from ..http.server import SERVER_GC_THRESHOLDS, is_loopback, start_server
+    from ..runtime.leases import poll_wait
     from ..runtime.manager import ServerConfig
 
     json_logs = args.log_format == "json"
@@ -147,6 +149,10 @@ async def serve_main(args: argparse.Namespace) -> None:
             data_dir = args.data_dir.resolve()
             say.out("server.journals", f"WARREN journals go to {data_dir}/run-N.jsonl (--data-dir)",
                     data_dir=str(data_dir))
+            capped = poll_wait(args.max_wait, args.lease_ttl)
+            if capped < args.max_wait:  # said once, where the operator looks
+                say.err("server.poll_wait_capped", f"WARREN: long-polls wait at most {capped:g} s, below --lease-ttl "
+                        f"{args.lease_ttl:g} s (--max-wait {args.max_wait:g} s is capped)", max_wait_s=capped)
 
             async def watch_signals() -> None:
                 async for signum in signals:
