@@ -48,7 +48,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
 
 BUILTIN = ("solution", "random", "none")
 FORMS = ("'solution', 'random', 'none', " + ", ".join(repr(n) for n in REGISTRY)
-         + ", 'population:NAME', 'path/to/file.py[:factory]' or 'module:factory'")
+         + " or 'module:factory' (or 'population:NAME', 'path/to/file.py[:factory]')")
 POPULATIONS = "populations"  # scenarios/<name>/populations/NAME.py: the bundled partner populations
 POPULATION_PREFIX = "population:"
 #: Every agent's policy in a team mapping (``{"*": "none", "courier": "solution"}``).
