@@ -52,8 +52,16 @@ def spec_files(spec: str, loaded: LoadedScenario) -> list[Path]:
     return [Path(origin)] if origin and origin not in ("built-in", "frozen") else []
 
 
-def hashes(paths: Sequence[Path]) -> dict[str, str | None]:
-    return {str(p.resolve()): sha256_file(p) for p in paths}
+def hashes(paths: Sequence[Path], base: Path) -> dict[str, str | None]:
+    """``{file: sha256}``; a file of the scenario's own directory by its path there (``populations/x.py``:
+    the same on every install), any other by its absolute path."""
+    out: dict[str, str | None] = {}
+    root = base.resolve()
+    for p in paths:
+        full = p.resolve()
+        key = str(full.relative_to(root)) if full.is_relative_to(root) else str(full)
+        out[key] = sha256_file(full)
+    return out
 
 
 def make_manifest(loaded: LoadedScenario, focals: Sequence[Any], populations: Sequence[Any],
@@ -66,7 +74,8 @@ def make_manifest(loaded: LoadedScenario, focals: Sequence[Any], populations: Se
         "scenario": {"name": loaded.name, "params": dict(loaded.params),
                      "files": {p.name: sha256_file(p) for p in files}},
         "populations": {p.name: {"spec": p.spec, "source": p.source,
-                                 "files": hashes([Path(p.path)] if p.path else [])} for p in populations},
-        "focal": {f.text: {"files": hashes(spec_files(f.spec, loaded))} for f in focals},
+                                 "files": hashes([Path(p.path)] if p.path else [], loaded.directory)}
+                        for p in populations},
+        "focal": {f.text: {"files": hashes(spec_files(f.spec, loaded), loaded.directory)} for f in focals},
         "seeds": list(seeds),
     }

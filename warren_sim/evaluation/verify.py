@@ -149,7 +149,7 @@ def _check_manifest(results: dict[str, Any], every: tuple[str, ...],
                                               "the results were made with"))
     for cell_name, entry, runs in _entries(results):
         for recorded, digest in entry["files"].items():
-            path = Path(recorded)
+            path = Path(recorded) if Path(recorded).is_absolute() else directory / recorded
             if populations is not None and entry.get("source") == "held-out":
                 path = Path(populations) / path.name
             if sha256_file(path) != digest:

@@ -1,4 +1,4 @@
-"""Slow and cautious: everyone thinks 5 s before each action, so every step of the team comes late."""
+"""Everyone thinks 5 s before each action, so every step of the team comes late."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""Dropper: each carrier leaves its first medkit at the bridge and says so (tell) to the team; whoever
+"""Each carrier leaves its first medkit at the bridge and says so (tell) to the team; whoever
 reads the message picks it up there (hard on purpose: the medkit is nowhere a policy that reads no
 message looks)."""
 

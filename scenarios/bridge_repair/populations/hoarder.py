@@ -1,4 +1,4 @@
-"""Hoarder: the carriers first take the planks from the sawmill and stash them at the depot (hard on purpose:
+"""The carriers first take the planks from the sawmill and stash them at the depot (hard on purpose:
 an engineer that only looks for planks at the sawmill never finds them; this population's own engineer does)."""
 
 from typing import Any

@@ -1,4 +1,4 @@
-"""Noisy: the solution, but a seeded 30% of its decisions are a random suggestion or a noop."""
+"""The solution, but a seeded 30% of its decisions are a random suggestion or a noop."""
 
 import random
 from typing import Any

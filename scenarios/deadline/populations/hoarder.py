@@ -1,4 +1,4 @@
-"""Hoarder: every hand keeps the first sandbag it picks up and never stacks it, so it carries one bag a trip
+"""Every hand keeps the first sandbag it picks up and never stacks it, so it carries one bag a trip
 and the others must stack every remaining bag."""
 
 from typing import Any

@@ -1,4 +1,4 @@
-"""Late: the hands wait at the camp until the pump runs before they fetch a single sandbag."""
+"""The hands wait at the camp until the pump runs before they fetch a single sandbag."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""Slow: everyone thinks 3 s before each action; the levee's 75 s deadline gets tight."""
+"""Everyone thinks 3 s before each action; the levee's 75 s deadline gets tight."""
 
 from typing import Any
 

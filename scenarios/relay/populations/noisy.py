@@ -1,4 +1,4 @@
-"""Noisy: the solution, but a seeded 30% of its decisions are a random suggestion or a noop."""
+"""The solution, but a seeded half of its decisions are a random suggestion or a noop."""
 
 import random
 from typing import Any
@@ -9,4 +9,4 @@ solution = sibling_solution(__file__)
 
 
 def factory(agent_id: str, role: str, briefing: dict[str, Any], rng: random.Random) -> Any:
-    return Noisy(solution.make_policy(agent_id, role, briefing), rng, share=0.3)
+    return Noisy(solution.make_policy(agent_id, role, briefing), rng, share=0.5)

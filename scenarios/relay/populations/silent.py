@@ -1,4 +1,4 @@
-"""Silent: the steward answers no message; it says the code aloud at the manor every 30 s (hard on purpose:
+"""The steward answers no message; it says the code aloud at the manor every 30 s (hard on purpose:
 a courier that waits for a reply never gets one; one that walks to the manor hears it)."""
 
 from typing import Any

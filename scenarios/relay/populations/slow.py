@@ -1,4 +1,4 @@
-"""Slow: everyone thinks 20 s before each action; the steward's answer and the couriers' walks come late."""
+"""Everyone thinks 20 s before each action; the steward's answer and the couriers' walks come late."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""Wrong first: the steward's first answer to each courier is a wrong code; asked again, it tells the right one
+"""The steward's first answer to each courier is a wrong code; asked again, it tells the right one
 (hard on purpose: a courier must notice the door stays shut and ask again)."""
 
 from typing import Any
