@@ -275,6 +275,15 @@ def resolve_team(team: Mapping[str, str], loaded: LoadedScenario, seed: int = 0)
     return make
 
 
+def npc_team(npc_policy: str | Mapping[str, str], loaded: LoadedScenario) -> TeamSpec:
+    """A served run's ``npc_policy`` as a team: ``"solution"`` (``"none"`` when the scenario has no solution),
+    ``"none"``, or a mapping whose missing ``*`` is that same default."""
+    fallback = "solution" if loaded.solution is not None else "none"
+    if isinstance(npc_policy, str):
+        return fallback if npc_policy == "solution" else "none"
+    return {DEFAULT_KEY: fallback, **npc_policy}
+
+
 def as_factory(policy: TeamSpec, loaded: LoadedScenario, seed: int = 0) -> PolicyFactory:
     """Any way of giving a team -> one factory (a plain spec goes through :func:`resolve_policy` as before)."""
     if isinstance(policy, str):
