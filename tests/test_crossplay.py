@@ -147,7 +147,7 @@ def test_verify_names_the_run_whose_journal_command_changed(verified: tuple[Path
     assert report["failed_runs"] == [run]
     assert report["problems"][0]["what"] == "journal" and "replaying the journal differs" in report["problems"][0]["detail"]
     text = cli(["verify", str(results)], capsys, 1)
-    assert f"NOT verified: 1 of 12 run(s) differ" in text and run in text
+    assert "NOT verified: 1 of 12 run(s) differ" in text and run in text
 
 
 def test_verify_names_the_run_whose_score_changed(verified: tuple[Path, Path, Path],
@@ -213,8 +213,10 @@ def test_leaderboard_markdown_matches_its_json(submissions: list[Path], capsys: 
     md = cli(["leaderboard", *map(str, submissions), "--md"], capsys)
     rows = _md_rows(md)
     assert len(rows) == len(entries)
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{v:.3f}"
+
     for row, e in zip(rows, entries, strict=True):
-        fmt = (lambda v: "-" if v is None else f"{v:.3f}")
         assert row == [str(e["rank"]), e["submission"], f"`{e['focal']}`", fmt(e["aggregate"]),
                        *(fmt(c["normalised"]) for c in e["cells"])]
     header = next(line for line in md.splitlines() if line.startswith("| rank"))
