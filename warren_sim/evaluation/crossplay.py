@@ -138,7 +138,7 @@ def crossplay(scenario: str, focal: Sequence[str], partners: str = "all", seeds:
     if jobs is not None and jobs < 1:
         raise SweepError(f"--jobs must be at least 1, got {jobs}")
     sc = load_scenario(scenario, dict(params or {}))
-    if len(sc.spec.roles) < 1 or not focal:
+    if not focal:
         raise SweepError("cross-play needs at least one --focal ROLE=SPEC")
     focals = [parse_focal(t, sc) for t in focal]
     if len({f.text for f in focals}) < len(focals):

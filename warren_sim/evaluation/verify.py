@@ -109,12 +109,7 @@ def _check_run(row: dict[str, Any], journal_dir: Path, replay: Replay, loaded: A
         out.append(Problem((name,), "journal", f"the journal is of {got.scenario} seed {got.seed}, the results "
                                                f"say {results['scenario']} seed {row['seed']}"))
     if not got.identical:
-        d = got.divergence
-        where = f"record {d.index}" + (f" (cursor {d.cursor})" if d is not None and d.cursor is not None else "") \
-            if d is not None else "somewhere"
-        keys = ", ".join(d.keys_differing()) if d is not None else ""
-        out.append(Problem((name,), "journal", f"replaying the journal differs at {where}"
-                           + (f" in {keys}" if keys else "") + (f": {d.detail}" if d is not None and d.detail else "")))
+        out.append(Problem((name,), "journal", "replaying the journal differs" + _where(got.divergence)))
         return out
     if row["status"] in ("crashed", "error"):
         return out  # the policy raised: the journal stops there and no score was computed from it
@@ -128,6 +123,15 @@ def _check_run(row: dict[str, Any], journal_dir: Path, replay: Replay, loaded: A
     if not _close(score, float(row["score"])):
         out.append(Problem((name,), "score", f"the replayed run scores {score}; the results say {row['score']}"))
     return out
+
+
+def _where(d: Any) -> str:
+    """`` at record N (cursor C) in KEYS: DETAIL`` for a replay's first divergence."""
+    if d is None:
+        return ""
+    text = f" at record {d.index}" + (f" (cursor {d.cursor})" if d.cursor is not None else "")
+    keys = ", ".join(d.keys_differing())
+    return text + (f" in {keys}" if keys else "") + (f": {d.detail}" if d.detail else "")
 
 
 def _check_manifest(results: dict[str, Any], every: tuple[str, ...],
