@@ -9,6 +9,8 @@ import trio
 from server_helpers import served
 
 from warren_sim.engine import run_headless
+from warren_sim.runtime.clock import WallMap
+from warren_sim.runtime.restore import rebuild_run
 from warren_sim.scenarios import instantiate, load_scenario
 
 
@@ -68,3 +70,20 @@ async def test_scenario_description_lists_its_populations(tmp_path: Path) -> Non
         assert all(len(p["description"]) > 20 for p in body["populations"])
         status, body = await api.call("GET", "/v1/scenarios/warren")
         assert status == 200 and body["populations"] == []
+
+
+async def test_a_team_survives_a_server_restart(autojump_clock, tmp_path: Path) -> None:
+    """The run's config record keeps the team, so rebuilding the run from its journal (what a restarted
+    server does) makes the same NPC policies."""
+    team = {"courier": "population:noisy", "*": "none"}
+    async with served(tmp_path) as api:
+        run = await api.create("bridge_repair", 2, controlled_agents=["engineer-1"], npc_policy=team)
+        lease = await api.claim(run)
+        status, _ = await api.poll(run, lease)
+        assert status == 200
+        before = {a: type(p).__name__ for a, p in api.manager.runs[run].policies.items()}
+    assert before == {"courier-1": "Noisy", "medic-1": "NoopPolicy"}
+    rebuilt = rebuild_run(tmp_path / "data" / f"{run}.jsonl", WallMap(1.0), lease_ttl=300, max_polls=4,
+                          max_spectators=4, resume=False)
+    assert rebuilt.config.npc_policy == team
+    assert {a: type(p).__name__ for a, p in rebuilt.policies.items()} == before
