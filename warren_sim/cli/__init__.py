@@ -29,13 +29,27 @@ import argparse
 import sys
 
 from .. import __version__
-from . import agent, bench, conformance, demo, leaderboard, mcp, replay, report, run, scenarios, serve, verify
+from . import (
+    agent,
+    bench,
+    conformance,
+    demo,
+    fork,
+    leaderboard,
+    mcp,
+    replay,
+    report,
+    run,
+    scenarios,
+    serve,
+    verify,
+)
 from . import eval as eval_
 from ._common import EXIT_USAGE, UsageError
 
 __all__ = ["EXIT_USAGE", "UsageError", "build_parser", "main"]
 
-SUBCOMMANDS = (run, eval_, scenarios, serve, agent, mcp, demo, replay, report, conformance, bench, verify,
+SUBCOMMANDS = (run, eval_, fork, scenarios, serve, agent, mcp, demo, replay, report, conformance, bench, verify,
                leaderboard)
 
 

@@ -17,7 +17,7 @@ The hierarchy (catch a branch to handle all of it)::
     │   │   └── LeaseRejected       403  wrong, released or expired lease: resume with yours, or claim
     │   ├── NotFound                404  unknown run, agent, command, scenario
     │   ├── Conflict                409  protocol mismatch, agent held by another lease, agent not controlled
-    │   ├── RunEnded                410  the run has ended; ``status`` is its terminal status
+    │   ├── RunEnded                410  the run has ended; ``status`` is its terminal status (data)
     │   ├── PayloadTooLarge         413
     │   ├── UnprocessableCommand    422  command_id/observation_id not strings: the command cannot be
     │   │                                deduplicated, so the server did not judge it
@@ -31,7 +31,6 @@ that says why; ``duplicate`` is success (the command had been accepted; the rece
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from warren_sim.protocol.models import TERMINAL_RUN_STATUSES
@@ -122,18 +121,19 @@ class Conflict(ServerError):
     """409: protocol mismatch, the agent is held by another live lease, or it is not a controlled agent."""
 
 
-#: "... has ended with status <terminal status> ...", as the server words a 410
-_TERMINAL = re.compile(r"\bstatus (" + "|".join(sorted(TERMINAL_RUN_STATUSES)) + r")\b")
-
-
 class RunEnded(ServerError):
     """410: the run has ended. ``status`` is its terminal status (``completed``, ``failed``, ``cancelled``,
-    ``crashed``), read from the problem detail, or from the run itself when the detail does not say."""
+    ``crashed``), read from the problem's ``run_status`` member (over the WebSocket: the error's
+    ``data.run_status``), never from the prose of its detail.
+
+    A server that does not send the member leaves ``status`` None here; an agent operation that meets such a 410
+    then asks the run itself (``GET /v1/runs/{run}``) and fills ``status`` in before raising, so ``status`` is
+    None only when that failed too (the handle's ``run_status`` then reads ``"ended"``)."""
 
     def __init__(self, status_code: int, problem: dict[str, Any], request: str = "") -> None:
         super().__init__(status_code, problem, request)
-        match = _TERMINAL.search(self.detail)
-        self.status: str | None = match.group(1) if match else None
+        status = problem.get("run_status")
+        self.status: str | None = status if status in TERMINAL_RUN_STATUSES else None
 
 
 class PayloadTooLarge(ServerError):

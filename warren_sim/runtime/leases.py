@@ -54,6 +54,10 @@ class Lease:
     def matches(self, token: str) -> bool:
         return hmac.compare_digest(self.token_digest.encode(), digest(token).encode())
 
+    def expire(self) -> None:
+        """End the lease now (an ``expire`` fault, warren_sim.runtime.faults): its holder must claim again."""
+        self.expires_at = trio.current_time()
+
     def refresh(self, ttl: float) -> None:
         self.expires_at = trio.current_time() + ttl
 

@@ -27,7 +27,7 @@ from ..engine.headless import answer_or_noop
 from ..protocol.models import TERMINAL_RUN_STATUSES, ControlledAgents, Receipt, RoleSelector
 from ..protocol.verdicts import Judgement, judge, record_acceptance
 from .clock import WallMap, unix_now
-from .errors import RunError, too_many_spectators
+from .errors import CANNOT_CLAIM, NO_MORE_OBSERVATIONS, RunError, run_ended, too_many_spectators
 from .journal import Journal
 from .leases import Delivery, RemoteAgent, check_lease, poll_slot, take_lease
 from .views import WireEnvelope, current_wire, receipt_with_outcome, run_view
@@ -40,8 +40,7 @@ MAX_HELD = 16  # batches of NPCs only an adjudicated outcome may wait for a batc
 
 def no_more_observations(run_id: str, status: str, error: str | None) -> RunError:
     """The 410 a poll on an ended run gets: one wording for a live run that ended and a stored one."""
-    return RunError(410, f"{run_id} has ended with status {status}" + (f" ({error})" if error else "")
-                    + "; there will be no more observations")
+    return run_ended(run_id, status, NO_MORE_OBSERVATIONS, error)
 
 
 def _redacted(j: Judgement, lease: str | None) -> Judgement:
@@ -399,7 +398,7 @@ class Run:
         """A new or resumed lease: ``(token, resumed)``. The run starts once every controlled agent was claimed."""
         ra = self.agent(agent_id)
         if self.is_ended:
-            raise RunError(410, f"{self.run_id} has ended with status {self.status}; it cannot be claimed")
+            raise run_ended(self.run_id, self.status, CANNOT_CLAIM)
         token, resumed = take_lease(ra, token, self.config.lease_ttl, self.run_id)
         if resumed and agent_id in self._claimed_once:
             return token, True
@@ -425,7 +424,7 @@ class Run:
         with its own token (``POST .../agents/{agent}/claim?lease=``).
         """
         if self.is_ended:
-            raise RunError(410, f"{self.run_id} has ended with status {self.status}; it cannot be claimed")
+            raise run_ended(self.run_id, self.status, CANNOT_CLAIM)
         ids = self._select(selector)
         held = [aid for aid in ids if self.remote[aid].claimed]
         if held:
