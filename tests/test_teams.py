@@ -156,3 +156,16 @@ def test_a_noisy_population_is_seeded_by_the_run(tmp_path: Path) -> None:
 
     assert run(4) == run(4)
     assert run(4) != run(5)
+
+
+def test_fork_takes_a_team(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """warren fork ... --policy solution --policy engineer=none: the engineer idles after the fork point, so the
+    fork fails where the parent completed; a bad key names the roles and agents."""
+    parent = tmp_path / "parent.jsonl"
+    assert main(["run", "bridge_repair", "--seed", "3", "--quiet", "--trace", str(parent)]) == 0
+    capsys.readouterr()
+    code = main(["fork", str(parent), "--cursor", "5", "--policy", "solution", "--policy", "engineer=none"])
+    out = capsys.readouterr().out
+    assert code == 1 and "failed" in out, out
+    assert main(["fork", str(parent), "--cursor", "5", "--policy", "pilot=none"]) == 2
+    assert "roles: engineer, courier, medic" in capsys.readouterr().err

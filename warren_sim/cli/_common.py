@@ -142,6 +142,16 @@ def apply_llm_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--policy llm: {exc}") from None
 
 
+def policy_text(specs: list[str]) -> str:
+    """Repeated ``--policy`` -> one spec text (a plain spec stays as typed, a team is ``scenarios.team_text``):
+    what a sweep's tasks and a fork carry. Raises PolicyError for a malformed team."""
+    from ..scenarios import parse_team, team_text
+    from ..scenarios.policies import DEFAULT_KEY
+
+    team = parse_team(specs)
+    return team[DEFAULT_KEY] if list(team) == [DEFAULT_KEY] else team_text(team)
+
+
 def tokens_line(policies: Any) -> str | None:
     """``tokens: N prompt + M completion`` summed over policies exposing ``usage``, or None if none does."""
     from ..evaluation.runs import tokens_of  # the one place that sums a run's token usage

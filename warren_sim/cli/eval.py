@@ -19,8 +19,7 @@ from typing import Any, TextIO
 from ..evaluation import SweepError, default_jobs, evaluate, parse_grid, parse_seeds, render_table
 from ..progress import Progress
 from ..runtime.clock import wall_seconds
-from ..scenarios import ScenarioError, parse_team, team_text
-from ..scenarios.policies import DEFAULT_KEY
+from ..scenarios import ScenarioError
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -30,6 +29,7 @@ from ._common import (
     apply_llm_options,
     apply_scenarios_option,
     cli_params,
+    policy_text,
     subparser,
 )
 from ._crossplay import cmd_crossplay
@@ -143,12 +143,6 @@ def _duration(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
-
-
-def policy_text(specs: list[str]) -> str:
-    """Repeated ``--policy`` -> the one text a sweep's tasks carry (a plain spec stays as typed)."""
-    team = parse_team(specs)
-    return team[DEFAULT_KEY] if list(team) == [DEFAULT_KEY] else team_text(team)
 
 
 def progress_callback(args: argparse.Namespace) -> tuple[Any, ProgressLine | None]:
