@@ -45,7 +45,7 @@ def _drive(url: str, run_id: str, agent_id: str, seed: int, errors: list[BaseExc
 
 @pytest.mark.parametrize("seed", range(3))
 def test_the_sdk_rides_out_network_faults_and_the_world_is_the_headless_one(warren_server, seed):
-    warren_server_faults = "reset=0.15,lost_reply=0.15,delay=0.15:20ms,redeliver=0.15"
+    warren_server_faults = "reset=0.15,lost_reply=0.15,delay=0.15:20ms,redeliver=0.15,unavailable=0.15"
     run = warren_server.create_run("bridge_repair", seed, AGENTS,
                                    faults={"spec": warren_server_faults, "seed": seed})
     errors: list[BaseException] = []
@@ -78,14 +78,14 @@ async def _drive_ws(client: Any, run_id: str, agent_id: str, seed: int) -> None:
 def test_the_websocket_sdk_rides_out_faults_and_the_world_is_the_headless_one(warren_server, seed):
     import trio
 
-    from warren_sim.client import AsyncAgentClient
+    from warren_sim import client as sdk
 
-    spec = "reset=0.1,lost_reply=0.1,disconnect=0.1,delay=0.1:20ms"
+    spec = "reset=0.1,lost_reply=0.1,disconnect=0.1,delay=0.1:20ms,unavailable=0.1,redeliver=0.1"
     run = warren_server.create_run("bridge_repair", seed, AGENTS, faults={"spec": spec, "seed": seed})
 
     async def main() -> None:
         retry = RetryPolicy(attempts=50, backoff=0.001)
-        async with AsyncAgentClient.open(warren_server.url, transport="ws", retry=retry, timeout=10.0) as client:
+        async with sdk.open(warren_server.url, transport="ws", retry=retry, timeout=10.0) as client:
             async with trio.open_nursery() as nursery:
                 for agent_id in AGENTS:
                     nursery.start_soon(_drive_ws, client, run.id, agent_id, seed)

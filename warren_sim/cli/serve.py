@@ -40,7 +40,8 @@ def register(sub: Any) -> None:
     p.add_argument("--rate", type=float, default=1.0,
                    help="clock rate: every deadline and timeout passes RATE times faster")
     p.add_argument("--data-dir", type=Path, default=Path("warren-data"), help="where run journals are written")
-    p.add_argument("--max-wait", type=float, default=60.0, help="cap of a long-poll's wait (seconds)")
+    p.add_argument("--max-wait", type=float, default=60.0,
+                   help="cap of a long-poll's wait; polls also end by 0.9 x --lease-ttl (seconds)")
     p.add_argument("--max-polls-per-lease", type=int, default=4,
                    help="concurrent long-polls per lease; more get 429")
     p.add_argument("--max-spectators", type=int, default=64,
@@ -75,6 +76,7 @@ async def serve_main(args: argparse.Namespace) -> None:
     import trio
 
     from ..http.server import SERVER_GC_THRESHOLDS, is_loopback, start_server
+    from ..runtime.leases import poll_wait
     from ..runtime.manager import ServerConfig
 
     config = ServerConfig(lease_ttl=args.lease_ttl, data_dir=args.data_dir, max_wait_s=args.max_wait,
@@ -93,6 +95,10 @@ async def serve_main(args: argparse.Namespace) -> None:
                                                             gc_thresholds=SERVER_GC_THRESHOLDS))
             print(f"WARREN listening on {server.url}", flush=True)
             print(f"WARREN journals go to {args.data_dir.resolve()}/run-N.jsonl (--data-dir)", flush=True)
+            if poll_wait(args.max_wait, args.lease_ttl) < args.max_wait:  # said once, where the operator looks
+                print(f"WARREN: long-polls wait at most {poll_wait(args.max_wait, args.lease_ttl):g} s, below "
+                      f"--lease-ttl {args.lease_ttl:g} s (--max-wait {args.max_wait:g} s is capped)",
+                      file=sys.stderr, flush=True)
 
             async def watch_signals() -> None:
                 async for signum in signals:

@@ -69,6 +69,7 @@ from ._exceptions import (
     NotFound,
     ProtocolError,
     RunEnded,
+    ServiceUnavailable,
     TooManyRequests,
     TransportError,
     WaitTimeout,
@@ -88,8 +89,11 @@ SUCCESS_STATUSES = frozenset({"accepted", "duplicate"})
 
 #: When a request is sent again after a transport error: ``safe`` (a retry cannot do harm: retried through a
 #: server restart, :attr:`RetryPolicy.reconnect_s`), ``brief`` (``attempts`` more tries, no more: a release on
-#: the way out), ``unsent`` (only if it never left: a fresh claim, whose lost answer would leave the agent held by
-#: a token we never saw), ``never`` (creating a run).
+#: the way out), ``unsent`` (only if it never left: claiming several agents at once), ``never`` (creating a run).
+#: A fresh claim is ``safe``: if its first answer was lost after the server granted it, the retry meets 409 (the
+#: agent is held by a token we never saw, until that lease expires), which is no worse than giving up at once,
+#: and a connection reset before the server read it (the common case) is simply ridden out. A 503 (nothing was
+#: done) is retried after its Retry-After whatever the request.
 Retry = Literal["safe", "brief", "unsent", "never"]
 
 
@@ -257,7 +261,7 @@ def check(response: httpx.Response, call: Call, expect: Iterable[int]) -> httpx.
     status = response.status_code
     if status >= 400:
         error = error_for_status(status, _problem_of(response), call.describe())
-        if isinstance(error, TooManyRequests):
+        if isinstance(error, TooManyRequests | ServiceUnavailable):
             error.retry_after = _retry_after(response)
         raise error
     expected = tuple(expect)
@@ -319,8 +323,8 @@ def exchange(call: Call, retry: RetryPolicy) -> HttpOp[httpx.Response | None]:
             continue
         try:
             return check(response, call, call.expect)
-        except TooManyRequests as exc:
-            if attempt >= retry.attempts:
+        except (TooManyRequests, ServiceUnavailable) as exc:
+            if attempt >= retry.attempts or (call.retry == "never" and isinstance(exc, TooManyRequests)):
                 raise
             pause = retry.delay(attempt) if exc.retry_after is None else exc.retry_after
             yield Sleep(min(pause, retry.max_retry_after))
@@ -503,8 +507,7 @@ def run_ended(state: AgentState, detail: str = "") -> RunEnded:
 def claim(state: AgentState) -> Op[AgentState]:
     """Claim ``state``'s agent: afresh (``state.lease`` is ""), or with its saved lease (a resume)."""
     lease = state.lease
-    call = Call("POST", state.path("/claim"), params={"lease": lease} if lease else {},
-                retry="safe" if lease else "unsent")
+    call = Call("POST", state.path("/claim"), params={"lease": lease} if lease else {}, retry="safe")
     try:
         got = yield Request("agent.claim", state, call)
     except RunEnded as exc:

@@ -23,6 +23,7 @@ The hierarchy (catch a branch to handle all of it)::
     │   │                                deduplicated, so the server did not judge it
     │   ├── TooManyRequests         429  a server cap (live runs, long-polls per lease); ``retry_after`` s
     │   └── InternalServerError     5xx  a bug in the server
+    │       └── ServiceUnavailable  503  nothing was done; ``retry_after`` s (the SDK retries it)
     └── WaitTimeout                 ``wait_outcome``/``wait_run_ended`` gave up (also a ``TimeoutError``)
 
 Verdicts are not exceptions: a ``rejected``, ``stale`` or ``expired`` receipt is an ordinary answer (HTTP 200)
@@ -48,6 +49,7 @@ __all__ = [
     "ProtocolError",
     "RunEnded",
     "ServerError",
+    "ServiceUnavailable",
     "TooManyRequests",
     "TransportError",
     "UnprocessableCommand",
@@ -158,6 +160,17 @@ class InternalServerError(ServerError):
     """5xx: the server failed; this is a server bug, not the client's fault."""
 
 
+class ServiceUnavailable(InternalServerError):
+    """503: the server did not process the request (it is starting, or an injected ``unavailable`` fault:
+    docs/faults.md); ``retry_after`` (seconds, or None) says when to try again. The SDK waits and retries by
+    itself, whatever the request: nothing was done."""
+
+    def __init__(self, status_code: int, problem: dict[str, Any], request: str = "",
+                 retry_after: float | None = None) -> None:
+        super().__init__(status_code, problem, request)
+        self.retry_after = retry_after
+
+
 _BY_STATUS: dict[int, type[ServerError]] = {
     400: BadRequest,
     401: LeaseRequired,
@@ -168,6 +181,7 @@ _BY_STATUS: dict[int, type[ServerError]] = {
     413: PayloadTooLarge,
     422: UnprocessableCommand,
     429: TooManyRequests,
+    503: ServiceUnavailable,
 }
 
 

@@ -32,6 +32,8 @@ from ._exceptions import (
     ProtocolError,
     RunEnded,
     ServerError,
+    ServiceUnavailable,
+    TooManyRequests,
     TransportError,
     WarrenError,
     error_for_status,
@@ -83,8 +85,12 @@ def rpc_error(method: str, error: Any) -> WarrenError:
     data = _object(error.get("data"))
     detail = str(data.get("detail") or message)
     if 400 <= code < 600:  # data's other members (a 410's run_status) are the problem's extension members
-        return error_for_status(code, {**data, "type": "about:blank", "title": message, "status": code,
-                                       "detail": detail}, method)
+        error = error_for_status(code, {**data, "type": "about:blank", "title": message, "status": code,
+                                        "detail": detail}, method)
+        wait = data.get("retry_after")
+        if isinstance(error, TooManyRequests | ServiceUnavailable) and isinstance(wait, int | float):
+            error.retry_after = float(wait)
+        return error
     if code == INVALID_PARAMS:
         return BadRequest(400, {"type": "about:blank", "title": message, "status": 400, "detail": detail}, method)
     return ProtocolError(f"{method}: the server answered JSON-RPC error {code} ({message}): {detail}")
@@ -319,14 +325,27 @@ class Connection:
                 continue
             try:
                 held.claim_pushed = True
-                got = await self._request(socket, "agent.claim",
-                                          {"run_id": s.run_id, "agent_id": s.agent_id, "lease": s.lease})
+                got = await self._reclaim(socket, s)
                 core.accept_claim(s, got, s.lease, "agent.claim")
             except RunEnded as exc:
                 held.end(exc.status or "ended", exc.detail)
             except (ServerError, ProtocolError) as exc:  # held by another lease now, run gone...
                 held.error = exc
                 held.poke()
+
+    async def _reclaim(self, socket: Any, s: core.AgentState) -> Any:
+        """A held agent claimed again with its token on a new connection; a 503 (nothing done) is waited out."""
+        attempt = 0
+        while True:
+            try:
+                return await self._request(socket, "agent.claim",
+                                           {"run_id": s.run_id, "agent_id": s.agent_id, "lease": s.lease})
+            except ServiceUnavailable as exc:
+                if attempt >= self.retry.attempts:
+                    raise
+                pause = self.retry.delay(attempt) if exc.retry_after is None else exc.retry_after
+                await trio.sleep(min(pause, self.retry.max_retry_after))
+                attempt += 1
 
     def _down(self) -> None:
         self._live = self._socket = self._scope = None
@@ -501,6 +520,12 @@ class Connection:
                 if not retry or attempt >= self.retry.attempts:
                     tries = f" (after {attempt + 1} tries)" if attempt else ""
                     raise TransportError(f"{method} over {self.url} failed{tries}: {exc}") from exc
+                attempt += 1
+            except ServiceUnavailable as exc:  # nothing was done: retried after its retry_after, whatever the method
+                if attempt >= self.retry.attempts:
+                    raise
+                pause = self.retry.delay(attempt) if exc.retry_after is None else exc.retry_after
+                await trio.sleep(min(pause, self.retry.max_retry_after))
                 attempt += 1
             except gone_ok:
                 if attempt == 0:

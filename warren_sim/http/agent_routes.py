@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 from quart import Response, request
 
-from ..protocol import PROTOCOL_VERSION
+from ..protocol import PROTOCOL_VERSION, case_hint
 from ..protocol.converter import WireError, converter, structure_or_error
 from ..protocol.models import BulkClaim, MultiPoll
 from ..runtime import agent_ops
@@ -56,7 +56,8 @@ def _lease() -> str | None:
 def _check_protocol_arg() -> None:
     asked = request.args.get("protocol")
     if asked is not None and asked != PROTOCOL_VERSION:
-        raise RunError(409, f"this server speaks {PROTOCOL_VERSION}, the claim asked for protocol={asked!r}")
+        raise RunError(409, f"this server speaks {PROTOCOL_VERSION}, the claim asked for protocol={asked!r}"
+                       + case_hint(asked))
 
 
 def register_agent_routes(app: WarrenApp) -> None:

@@ -24,7 +24,7 @@ import orjson
 import trio
 
 from .. import __version__
-from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
+from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION, case_hint
 from ..protocol.converter import converter
 from ..protocol.models import problem
 from ..protocol.strict_json import StrictJSONError, loads_strict
@@ -158,12 +158,12 @@ class AgentSession:
                     try:
                         reply = self.handle(raw)
                     except CloseConnection as close:
-                        await self.peer.close(close.code, close.reason)
+                        await self._close_for_fault(close.code, close.reason)
                         return
                     fault, self.after_reply = self.after_reply, None
                     if fault is not None and fault.fault == "lost_reply":
-                        await self.peer.close(1011, f"an injected fault: lost_reply ({fault.request} "
-                                                    f"#{fault.index} of {fault.agent_id}): served, reply lost")
+                        await self._close_for_fault(1011, f"an injected fault: lost_reply ({fault.request} "
+                                                          f"#{fault.index} of {fault.agent_id}): served, reply lost")
                         return
                     if fault is not None:  # delay
                         await trio.sleep(fault.delay_s)
@@ -242,6 +242,13 @@ class AgentSession:
         resumes = kind != "claim" or isinstance(params.get("lease"), str)
         return agent_ops.fault(self.manager, run_id, agent_id, kind, websocket=True, resumes=resumes)
 
+    async def _close_for_fault(self, code: int, reason: str) -> None:
+        """Close the connection for a fault, after the replies already due to other requests (batched frames wait
+        in the outbox): a fault loses its own request's reply, not the replies of requests served before it."""
+        if self.outbox:
+            await self._flush()
+        await self.peer.close(code, reason)
+
     def _before(self, fault: Fault, rid: Any) -> dict[str, Any] | None:
         """What a fault does before its request is served: close the connection (``reset``: 1011, ``disconnect``:
         1012), or answer 503 (``unavailable``); None to serve the request."""
@@ -278,7 +285,8 @@ class AgentSession:
     def m_initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         asked = params.get("protocol", PROTOCOL_VERSION)
         if asked != PROTOCOL_VERSION:
-            raise RunError(409, f"this server speaks {PROTOCOL_VERSION}; initialize asked for {asked!r}")
+            raise RunError(409, f"this server speaks {PROTOCOL_VERSION}; initialize asked for {asked!r}"
+                           + (case_hint(asked) if isinstance(asked, str) else ""))
         frames = params.get("frames", "single")
         if frames not in FRAMES:
             raise _bad_params(f"initialize: params.frames must be one of {', '.join(FRAMES)}; got "
@@ -523,7 +531,7 @@ def refused_protocol(headers: Any) -> str | None:
     """Why a connection's ``X-Warren-Protocol`` is refused (closed with 1002 before the handshake), or None."""
     sent = headers.get(PROTOCOL_HEADER)
     if sent is not None and sent.strip() != PROTOCOL_VERSION:
-        return f"this server speaks {PROTOCOL_VERSION}, not {sent}"
+        return f"this server speaks {PROTOCOL_VERSION}, not {sent}{case_hint(sent)}"
     return None
 
 

@@ -13,7 +13,7 @@ import trio
 from quart import Response, request, websocket
 from werkzeug.exceptions import HTTPException
 
-from ..protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_HEADER, PROTOCOL_VERSION
+from ..protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_HEADER, PROTOCOL_VERSION, case_hint
 from ..protocol.strict_json import MAX_BODY_BYTES
 from ..runtime.clock import WallMap
 from ..runtime.errors import RunError
@@ -116,7 +116,7 @@ def register_hooks(app: WarrenApp) -> None:
         sent = request.headers.get(PROTOCOL_HEADER)
         if sent is not None and sent.strip() != PROTOCOL_VERSION:
             return problem_reply(409, f"this server speaks {PROTOCOL_VERSION}, the request's {PROTOCOL_HEADER} says "
-                                 f"{sent!r}; send {PROTOCOL_HEADER}: {PROTOCOL_VERSION} or leave the header out")
+                                 f"{sent!r}{case_hint(sent)}; send {PROTOCOL_HEADER}: {PROTOCOL_VERSION} or leave the header out")
         return None
 
     @app.before_websocket

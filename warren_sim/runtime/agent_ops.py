@@ -91,7 +91,8 @@ def briefing(run: AnyRun, agent_id: str, lease: str | None) -> dict[str, Any]:
 
 async def poll(run: AnyRun, agent_id: str, lease: str | None, after: int, wait: float, config: ServerConfig,
                deliver: Callable[[bytes], bool] | None = None) -> orjson.Fragment | None:
-    """The agent's next envelope (``seq > after``), waited for up to ``wait`` s (capped by ``max_wait_s``); None when
+    """The agent's next envelope (``seq > after``), waited for up to ``wait`` s (capped by ``max_wait_s``, and by the
+    run at 0.9 x the lease TTL, the lease held meanwhile: ``leases.poll_wait``, ``leases.poll_slot``); None when
     nothing came in time.
 
     An ended stored run answers a plain poll's 410 from its stored status, without being rebuilt from its journal
