@@ -120,9 +120,12 @@ def add_llm_options(p: argparse.ArgumentParser) -> None:
 
 
 def apply_llm_options(args: argparse.Namespace) -> None:
-    """For ``--policy llm``: the flags into ``WARREN_LLM_*`` (so worker processes see them too), then one
+    """For ``--policy llm`` (or ``ROLE=llm``, ``--focal ROLE=llm``): the flags into ``WARREN_LLM_*`` (so worker processes see them too), then one
     probe of the endpoint, so a dead endpoint or a refused key is one usage error before anything runs."""
-    if getattr(args, "policy", None) != "llm":
+    specs = getattr(args, "policy", None)
+    specs = [specs] if isinstance(specs, str) else list(specs or [])
+    specs += list(getattr(args, "focal", None) or [])  # cross-play: --focal ROLE=llm
+    if not any(spec.split("=")[-1].strip() == "llm" for spec in specs):  # --policy llm, ROLE=llm, AGENT=llm
         return
     for flag, name in (("model", "WARREN_LLM_MODEL"), ("temperature", "WARREN_LLM_TEMPERATURE"),
                        ("max_history", "WARREN_LLM_MAX_HISTORY")):
@@ -137,6 +140,16 @@ def apply_llm_options(args: argparse.Namespace) -> None:
         probe(LLMConfig.from_env())
     except LLMConfigError as exc:
         raise UsageError(f"--policy llm: {exc}") from None
+
+
+def policy_text(specs: list[str]) -> str:
+    """Repeated ``--policy`` -> one spec text (a plain spec stays as typed, a team is ``scenarios.team_text``):
+    what a sweep's tasks and a fork carry. Raises PolicyError for a malformed team."""
+    from ..scenarios import parse_team, team_text
+    from ..scenarios.policies import DEFAULT_KEY
+
+    team = parse_team(specs)
+    return team[DEFAULT_KEY] if list(team) == [DEFAULT_KEY] else team_text(team)
 
 
 def tokens_line(policies: Any) -> str | None:

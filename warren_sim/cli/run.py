@@ -39,8 +39,10 @@ def register(sub: Any) -> None:
     p.add_argument("--trace", type=Path, help="write the run's journal (JSON Lines) to this file")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="scenario parameter (repeatable)")
-    p.add_argument("--policy", default="solution",
-                   help="solution, random, none, llm or module:factory (docs/policies.md)")
+    p.add_argument("--policy", action="append", default=None, metavar="[ROLE=|AGENT=]SPEC",
+                   help="solution, random, none, llm, population:NAME, file.py or module:factory (docs/policies.md); "
+                        "repeatable: ROLE=SPEC or AGENT=SPEC for some agents (an agent's beats its role's, which "
+                        "beats the plain SPEC; default solution)")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
     add_scenarios_option(p)
     add_llm_options(p)
@@ -57,7 +59,7 @@ def run_command(args: argparse.Namespace) -> int:
     apply_llm_options(args)
     try:
         loaded = load_scenario(args.scenario, params)
-        sim, policies = instantiate(loaded, args.seed, args.policy, record=args.trace is not None)
+        sim, policies = instantiate(loaded, args.seed, args.policy or ["solution"], record=args.trace is not None)
     except ScenarioError as exc:
         raise UsageError(str(exc)) from None
     try:

@@ -49,6 +49,19 @@ def batches(indices: Sequence[int], workers: int, most: int = 16) -> list[list[i
     return [list(indices[i:i + size]) for i in range(0, len(indices), size)]
 
 
+def run_tasks(tasks: Sequence[Task], on_row: OnRow, clock: Clock | None = None, *, backend: str = "local",
+              jobs: int | None = None, address: str | None = None) -> None:
+    """Every task on the chosen backend: Ray, this process (``jobs=1`` or a single task) or local workers."""
+    if not tasks:
+        return
+    if backend == "ray":
+        run_ray(tasks, on_row, clock, address)
+    elif (jobs or default_jobs()) == 1 or len(tasks) == 1:
+        run_serial(tasks, on_row, clock)
+    else:
+        run_local(tasks, on_row, clock, jobs)
+
+
 def run_serial(tasks: Sequence[Task], on_row: OnRow, clock: Clock | None = None) -> None:
     """``--jobs 1``: every seed in this process, one after another."""
     for i, task in enumerate(tasks):

@@ -24,7 +24,7 @@ import attrs
 import trio
 
 from ..protocol.models import TERMINAL_RUN_STATUSES, ControlledAgents, RoleSelector, RunCreate
-from ..scenarios import LoadedScenario, ScenarioError, instantiate, list_scenarios, load_scenario
+from ..scenarios import LoadedScenario, ScenarioError, instantiate, list_scenarios, load_scenario, npc_team
 from ..scenarios.loader import find_scenario
 from .clock import WallMap
 from .errors import RunError
@@ -235,9 +235,11 @@ class RunManager:
             except FaultSpecError as exc:
                 raise RunError(400, f"faults.spec: {exc}") from None
         run_id = f"run-{self._next}"
+        try:
+            sim, policies = instantiate(loaded, seed, npc_team(body.npc_policy, loaded), controlled, run_id=run_id)
+        except ScenarioError as exc:  # a team naming no role or agent of the scenario, or no such population
+            raise RunError(400, f"npc_policy: {exc}") from None
         self._next += 1
-        npc = "solution" if body.npc_policy == "solution" and loaded.solution is not None else "none"
-        sim, policies = instantiate(loaded, seed, npc, controlled, run_id=run_id)
         path = self.config.data_dir / f"{run_id}.jsonl" if self.config.data_dir is not None else None
         config = RunConfig(run_id, scenario, seed, tuple(controlled), body.npc_policy, body.pace,
                            body.decision_deadline_s, dict(loaded.params), self.config.lease_ttl,

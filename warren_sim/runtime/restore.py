@@ -25,7 +25,7 @@ from ..engine import Observation
 from ..engine.records import RUNTIME_KINDS
 from ..protocol.models import TERMINAL_RUN_STATUSES, Receipt
 from ..protocol.verdicts import record_acceptance
-from ..scenarios import instantiate, load_scenario
+from ..scenarios import instantiate, load_scenario, npc_team
 from .clock import WallMap, unix_now
 from .journal import Journal, read_records
 from .leases import Lease
@@ -82,10 +82,10 @@ def rebuild_run(path: Path, wallmap: WallMap, *, lease_ttl: float, max_polls: in
     except Exception as exc:  # noqa: BLE001 - a scenario that no longer loads: report, never crash the server
         raise RestoreError(f"{path}: cannot load scenario {run_rec.get('scenario')!r}: {exc}") from None
     controlled = tuple(cfg.get("controlled_agents") or ())
-    npc_policy = str(cfg.get("npc_policy", "solution"))
-    npc = "solution" if npc_policy == "solution" and loaded.solution is not None else "none"
+    raw_npc = cfg.get("npc_policy", "solution")
+    npc_policy = dict(raw_npc) if isinstance(raw_npc, dict) else str(raw_npc)
     run_id, seed = str(run_rec["run_id"]), int(run_rec["seed"])
-    sim, policies = instantiate(loaded, seed, npc, controlled, run_id=run_id)
+    sim, policies = instantiate(loaded, seed, npc_team(npc_policy, loaded), controlled, run_id=run_id)
     config = RunConfig(run_id, str(run_rec["scenario"]), seed, controlled, npc_policy, cfg.get("pace"),
                        float(cfg.get("decision_deadline_s", 30.0)), dict(loaded.params), lease_ttl,
                        max_polls, max_spectators)

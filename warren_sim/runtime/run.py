@@ -60,7 +60,7 @@ class RunConfig:
     scenario: str
     seed: int
     controlled: tuple[str, ...]
-    npc_policy: str
+    npc_policy: str | dict[str, str]  # one policy for every NPC, or a team (scenarios.policies.npc_team)
     pace: float | None
     decision_deadline_s: float
     params: dict[str, Any]
