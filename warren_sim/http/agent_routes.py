@@ -27,10 +27,9 @@ from quart import Response, request
 from ..protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_VERSION
 from ..protocol.converter import WireError, converter, structure_or_error
 from ..protocol.models import BulkClaim, MultiPoll, Receipt
+from ..runtime.api import RunAPI
 from ..runtime.errors import RunError
 from ..runtime.leases import RemoteAgent
-from ..runtime.run import Run
-from ..runtime.stored import StoredRun
 from ..runtime.views import WHOLE
 from .agent_ws import PARTS
 from .replies import BadRequest, float_arg, int_arg, json_body, problem_body, reply
@@ -75,7 +74,7 @@ def _check_protocol_arg() -> None:
         raise RunError(409, f"this server speaks {PROTOCOL_VERSION}, the claim asked for protocol={asked!r}")
 
 
-async def _next_envelope(run: Run | StoredRun, ra: RemoteAgent, receipt: Receipt,
+async def _next_envelope(run: RunAPI, ra: RemoteAgent, receipt: Receipt,
                          wait: float) -> orjson.Fragment | None:
     """After an accepted (or duplicate) command: the agent's next envelope, waited for up to ``wait`` s.
 
@@ -110,7 +109,6 @@ def register_agent_routes(app: WarrenApp) -> None:
                              '{"agents": [ids]}') from None
         if run.is_ended:
             raise RunError(410, f"{run_id} has ended with status {run.status}; it cannot be claimed")
-        assert isinstance(run, Run)
         leases = run.claim_many(selector)
         return reply({"leases": leases, "briefing_revision": 1})
 
@@ -140,7 +138,6 @@ def register_agent_routes(app: WarrenApp) -> None:
         wanted = [(run.authenticate(aid, token), poll.after.get(aid, -1)) for aid, token in poll.leases.items()]
         if run.is_ended:
             raise RunError(410, f"{run_id} has ended with status {run.status}; there will be no more observations")
-        assert isinstance(run, Run)
         shape = parts or WHOLE
         envs = await run.wait_observations(wanted, wait, shape)  # serialized there, one poll at a time
         if not envs:
@@ -191,10 +188,10 @@ async def poll_observation(state: AppState, run_id: str, agent_id: str, args: Ma
     run = state.runs().get(run_id)
     after = int_arg("after", -1, minimum=-1, args=args)
     wait = min(float_arg("wait", 0.0, args), state.config.max_wait_s)
-    if isinstance(run, StoredRun):  # every agent's last poll: 410 from the stored status, no rebuild
-        gone = run.ended_poll(agent_id, args.get("lease"), state.config.lease_ttl, state.config.max_polls_per_lease)
-        if gone is not None:
-            raise gone
+    # every agent's last poll of an ended run: 410 from the stored status, no rebuild (a live run: None)
+    gone = run.ended_poll(agent_id, args.get("lease"), state.config.lease_ttl, state.config.max_polls_per_lease)
+    if gone is not None:
+        raise gone
     ra = run.authenticate(agent_id, args.get("lease"))
     env = await run.wait_observation(ra, after, wait, deliver)
     if env is None:

@@ -26,11 +26,10 @@ from .. import __version__
 from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
 from ..protocol.converter import converter
 from ..protocol.strict_json import StrictJSONError, loads_strict
+from ..runtime.api import RunAPI
 from ..runtime.errors import RunError
 from ..runtime.leases import RemoteAgent
 from ..runtime.manager import RunManager
-from ..runtime.run import Run
-from ..runtime.stored import StoredRun
 from ..runtime.views import current_wire
 from .state import WarrenApp
 
@@ -84,7 +83,7 @@ def _parts_param(params: dict[str, Any], method: str) -> tuple[str, ...] | None:
 
 @attrs.define(eq=False)
 class Subscription:
-    run: Run | StoredRun
+    run: RunAPI
     agent: RemoteAgent
     last_seq: int = -1
     parts: tuple[str, ...] = PARTS
@@ -137,8 +136,8 @@ class AgentSession:
         self._batching = False  # inside agent.submit_many: accepted verdicts are written once, at its end
         self.batched_frames = False  # initialize's frames "batched": what leaves at once, one array frame
         self.outbox: list[dict[str, Any]] = []  # replies waiting for the sender (batched frames only)
-        self._to_write: dict[str, Run] = {}
-        self.accepted_in: dict[str, Run | StoredRun] = {}  # runs whose journals took an accept for this reply
+        self._to_write: dict[str, RunAPI] = {}
+        self.accepted_in: dict[str, RunAPI] = {}  # runs whose journals took an accept for this reply
 
     async def send(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
         """One frame: a message, or (batched frames) an array of them."""
@@ -229,10 +228,10 @@ class AgentSession:
                           {"status": exc.status, "detail": exc.detail})
         return {"jsonrpc": "2.0", "id": rid, "result": result}
 
-    def _run(self, params: dict[str, Any], method: str) -> Run | StoredRun:
+    def _run(self, params: dict[str, Any], method: str) -> RunAPI:
         return self.manager.get(_str_param(params, "run_id", method))
 
-    def _authed(self, params: dict[str, Any], method: str) -> tuple[Run | StoredRun, RemoteAgent]:
+    def _authed(self, params: dict[str, Any], method: str) -> tuple[RunAPI, RemoteAgent]:
         run = self._run(params, method)
         agent_id = _str_param(params, "agent_id", method)
         lease = _str_param(params, "lease", method, optional=True)
@@ -295,9 +294,9 @@ class AgentSession:
         run, ra = self._authed(params, "agent.submit")
         command = params.get("command")
         lease = params.get("lease")
-        defer = self._batching and isinstance(run, Run)  # a stored run's rebuild writes its own
+        defer = self._batching  # (a stored run's rebuild writes its own: its journal is closed)
         judgement = run.submit(ra, command, lease if isinstance(lease, str) else None, write=not defer)
-        if defer and judgement.accept and isinstance(run, Run):
+        if defer and judgement.accept:
             self._to_write[run.run_id] = run
         if judgement.accept:
             self.accepted_in[run.run_id] = run
@@ -339,7 +338,7 @@ class AgentSession:
         return converter.unstructure(run.receipt(ra, cid))
 
     # -- pushing -------------------------------------------------------------------------------------
-    def _subscribe(self, run: Run | StoredRun, ra: RemoteAgent, keep_seq: bool = False) -> Subscription:
+    def _subscribe(self, run: RunAPI, ra: RemoteAgent, keep_seq: bool = False) -> Subscription:
         key = (run.run_id, ra.agent_id)
         sub = self.subs.get(key)
         if sub is None:
@@ -478,7 +477,7 @@ def _clock_ns() -> int:
     return int(trio.current_time() * 1e9)
 
 
-def _receipt_wire(run: Run | StoredRun, ra: RemoteAgent, command_id: str, observation_id: str | None) -> dict[str, Any]:
+def _receipt_wire(run: RunAPI, ra: RemoteAgent, command_id: str, observation_id: str | None) -> dict[str, Any]:
     """The receipt of a tracked command as the wire has it (``converter.unstructure(run.receipt(...))``).
 
     An accepted command with no conflict (nearly all of them) is written straight from its verdict and the
