@@ -294,7 +294,7 @@ class AgentSession:
         run, ra = self._authed(params, "agent.submit")
         command = params.get("command")
         lease = params.get("lease")
-        defer = self._batching  # (a stored run's rebuild writes its own: its journal is closed)
+        defer = self._batching and not run.is_ended  # an ended run's journal is closed: it writes each record at once
         judgement = run.submit(ra, command, lease if isinstance(lease, str) else None, write=not defer)
         if defer and judgement.accept:
             self._to_write[run.run_id] = run

@@ -31,7 +31,8 @@ from .spectators import SpectatorSlots
 
 if TYPE_CHECKING:
     from .api import RunAPI
-    from .run import Run, RunConfig
+    from .run import Run
+    from .state import RunConfig
     from .views import WireEnvelope
 
 __all__ = ["StoredRun", "journal_of", "journal_text_of", "write_view"]
