@@ -74,12 +74,10 @@ class AgentDesk:
         check_lease(ra, token, self.state.config.lease_ttl, self.state.run_id)
         return ra
 
-    def note_claimed(self, agent_ids: list[str]) -> None:
-        """These agents were claimed (journaled now, or found so in a journal): once all were, the run starts."""
-        self.claimed_once.update(agent_ids)
-        state = self.state
-        if state.status == "created" and len(self.claimed_once) == len(self.remote):
-            state.start()  # every controlled agent has been claimed: nobody misses its start observation
+    @property
+    def all_claimed(self) -> bool:
+        """Every controlled agent was claimed at least once (a run without any never is)."""
+        return bool(self.remote) and len(self.claimed_once) == len(self.remote)
 
     def _journal_claims(self, agent_ids: list[str]) -> None:
         # written at once: a run killed while still `created` comes back with the claims it had (restore)
@@ -87,7 +85,9 @@ class AgentDesk:
         t = state.sim.time
         state.journal.extend([{"kind": "claim", "t": t, "agent": aid} for aid in agent_ids])
         state.journal.flush()
-        self.note_claimed(agent_ids)
+        self.claimed_once.update(agent_ids)
+        if state.status == "created" and self.all_claimed:
+            state.start()  # every controlled agent has been claimed: nobody misses its start observation
         state.batch.leases_changed()
 
     def claim(self, agent_id: str, token: str | None) -> tuple[str, bool]:

@@ -146,7 +146,7 @@ class Run:
 
     @property
     def all_claimed(self) -> bool:
-        return bool(self.remote) and len(self.desk.claimed_once) == len(self.remote)
+        return self.desk.all_claimed
 
     def answer_npc(self, obs: Observation) -> None:
         self.loop.answer_npc(obs)
