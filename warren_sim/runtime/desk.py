@@ -22,7 +22,7 @@ from ..engine import briefing
 from ..protocol.models import ControlledAgents, Receipt, RoleSelector
 from ..protocol.verdicts import Judgement, judge, record_acceptance
 from .clock import unix_now
-from .errors import RunError
+from .errors import CANNOT_CLAIM, RunError, run_ended
 from .leases import RemoteAgent, check_lease, take_lease
 from .state import RunState
 from .views import receipt_with_outcome
@@ -95,7 +95,7 @@ class AgentDesk:
         ra = self.agent(agent_id)
         state = self.state
         if state.is_ended:
-            raise RunError(410, f"{state.run_id} has ended with status {state.status}; it cannot be claimed")
+            raise run_ended(state.run_id, state.status, CANNOT_CLAIM)
         token, resumed = take_lease(ra, token, state.config.lease_ttl, state.run_id)
         if resumed and agent_id in self.claimed_once:
             return token, True
@@ -116,7 +116,7 @@ class AgentDesk:
         state = self.state
         run_id = state.run_id
         if state.is_ended:
-            raise RunError(410, f"{run_id} has ended with status {state.status}; it cannot be claimed")
+            raise run_ended(run_id, state.status, CANNOT_CLAIM)
         ids = self._select(selector)
         held = [aid for aid in ids if self.remote[aid].claimed]
         if held:
@@ -197,7 +197,9 @@ class AgentDesk:
         """Judge a command, record the verdict, and hand an accepted one to the engine.
 
         ``lease`` is the request's token: a client that pasted it into its command does not get it echoed in
-        the verdict's detail (nor written to the journal). ``write=False`` leaves the accepted verdict's write
+        the verdict's detail (nor written to the journal). A verdict other than accepted is flushed here (on
+        disk and visible to journal readers before its receipt leaves); an accepted one is written through
+        (on disk; readers see it with its batch's flush). ``write=False`` leaves the accepted verdict's write
         to the caller, which must call ``journal.write_through()`` before any receipt leaves (WS
         ``agent.submit_many``: one write for all the commands of one request).
         """
@@ -231,7 +233,12 @@ class AgentDesk:
             record["command"] = j.payload  # what a restarted server re-applies (runtime.restore)
         record["wall"] = {"unix": round(unix_now(), 3)}
         state.journal.append(record)
-        if j.accept and write:
+        if not j.accept:
+            # every other verdict is written and shown to readers (GET .../journal, the streams) before its
+            # receipt leaves: rare, and a client that compares its receipts with the journal finds them there
+            # (docs/decisions.md); write=False defers accepted verdicts only
+            state.journal.flush()
+        elif write:
             state.journal.write_through()  # accepted means written: on the OS's side before the receipt leaves
         return j
 

@@ -17,7 +17,7 @@ import orjson
 import trio
 
 from .errors import no_more_observations
-from .leases import Delivery, RemoteAgent, poll_slot
+from .leases import Delivery, RemoteAgent, poll_slot, poll_wait, still_held
 from .state import RunState
 from .views import WireEnvelope, current_wire
 
@@ -80,7 +80,7 @@ class Mailbox:
     async def wait_observation(self, ra: RemoteAgent, after: int, wait: float,
                                deliver: Callable[[bytes], bool] | None = None) -> orjson.Fragment | None:
         """The outstanding envelope with ``seq > after`` (serialized, once per envelope: ``WireEnvelope.whole``),
-        waiting up to ``wait`` s; None on timeout.
+        waiting up to ``wait`` s (at most 0.9 of the lease TTL: ``leases.poll_wait``); None on timeout.
 
         At most ``max_polls_per_lease`` of these run at once per lease (call right after ``authenticate``);
         one more is refused with 429 (:func:`~warren_sim.runtime.leases.poll_slot`).
@@ -93,13 +93,18 @@ class Mailbox:
         """
         state = self.state
         entry = None if deliver is None else Delivery(after, deliver)
+        ttl = state.config.lease_ttl
+        wait = poll_wait(wait, ttl)  # below the lease TTL, whatever --max-wait allows (leases.poll_wait)
         try:
-            with poll_slot(ra, state.config.max_polls_per_lease), trio.move_on_after(wait):
+            # the poll holds its lease while parked and refreshes it as it returns (leases.poll_slot); a lease
+            # that ended meanwhile (released) answers 403, not an envelope or a 204 (leases.still_held)
+            with poll_slot(ra, state.config.max_polls_per_lease, wait, ttl) as held, trio.move_on_after(wait):
                 while True:
                     if entry is not None and entry.sent is not None:
                         return entry.sent
                     if state.is_ended:
                         raise no_more_observations(state.run_id, state.status, state.error)
+                    still_held(ra, held, state.run_id)
                     env = current_wire(ra, after)
                     if env is not None:
                         return env.whole()
@@ -109,7 +114,11 @@ class Mailbox:
         finally:
             if entry is not None and entry in ra.deliveries:
                 ra.deliveries.remove(entry)
-        return None if entry is None else entry.sent
+        if entry is not None and entry.sent is not None:
+            return entry.sent
+        if not state.is_ended:
+            still_held(ra, held, state.run_id)  # the wait ran out: a 204 only while the lease still holds
+        return None
 
     async def wait_observations(self, wanted: list[tuple[RemoteAgent, int]], wait: float,
                                 parts: tuple[str, ...] | None = None) -> list[WireEnvelope]:
@@ -126,13 +135,18 @@ class Mailbox:
         leaves no later; the others leave earlier, and their readers work meanwhile.
         """
         state = self.state
+        ttl = state.config.lease_ttl
+        wait = poll_wait(wait, ttl)  # below the lease TTL, as wait_observation's
         with contextlib.ExitStack() as slots:
-            for ra, _ in wanted:
-                slots.enter_context(poll_slot(ra, state.config.max_polls_per_lease))
+            # each lease held while parked and refreshed as the poll returns; 403 if one ended (wait_observation)
+            held = [(ra, slots.enter_context(poll_slot(ra, state.config.max_polls_per_lease, wait, ttl)))
+                    for ra, _ in wanted]
             with trio.move_on_after(wait):
                 while True:
                     if state.is_ended:
                         raise no_more_observations(state.run_id, state.status, state.error)
+                    for ra, lease in held:
+                        still_held(ra, lease, state.run_id)
                     ready = [env for ra, after in wanted if (env := current_wire(ra, after)) is not None]
                     if ready:
                         if parts is not None:
@@ -148,4 +162,7 @@ class Mailbox:
                     finally:
                         for ra, _ in wanted:
                             ra.listeners.remove(wake.set)
+            if not state.is_ended:
+                for ra, lease in held:
+                    still_held(ra, lease, state.run_id)
         return []
