@@ -29,12 +29,11 @@ from ..protocol.converter import converter
 from ..protocol.models import problem
 from ..protocol.strict_json import StrictJSONError, loads_strict
 from ..runtime import agent_ops
+from ..runtime.api import RunAPI
 from ..runtime.errors import RunError
 from ..runtime.faults import Fault
 from ..runtime.leases import RemoteAgent
 from ..runtime.manager import RunManager
-from ..runtime.run import Run
-from ..runtime.stored import StoredRun
 from ..runtime.views import current_wire
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
@@ -87,7 +86,7 @@ def _parts_param(params: dict[str, Any], method: str) -> tuple[str, ...] | None:
 
 @attrs.define(eq=False)
 class Subscription:
-    run: Run | StoredRun
+    run: RunAPI
     agent: RemoteAgent
     last_seq: int = -1
     parts: tuple[str, ...] = PARTS
@@ -126,8 +125,8 @@ class AgentSession:
         self._batching = False  # inside agent.submit_many: accepted verdicts are written once, at its end
         self.batched_frames = False  # initialize's frames "batched": what leaves at once, one array frame
         self.outbox: list[dict[str, Any]] = []  # replies waiting for the sender (batched frames only)
-        self._to_write: dict[str, Run] = {}
-        self.accepted_in: dict[str, Run | StoredRun] = {}  # runs whose journals took an accept for this reply
+        self._to_write: dict[str, RunAPI] = {}
+        self.accepted_in: dict[str, RunAPI] = {}  # runs whose journals took an accept for this reply
         self.after_reply: Fault | None = None  # a lost_reply or delay fault of the request being answered
 
     async def send(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
@@ -276,7 +275,7 @@ class AgentSession:
             return _error(rid, exc.status, problem(exc.status, exc.detail)["title"], data)  # HTTP's status phrase
         return {"jsonrpc": "2.0", "id": rid, "result": result}
 
-    def _agent(self, params: dict[str, Any], method: str) -> tuple[Run | StoredRun, str, str | None]:
+    def _agent(self, params: dict[str, Any], method: str) -> tuple[RunAPI, str, str | None]:
         """The run, the agent and the lease a method names (``run_id``, ``agent_id``, ``lease``: -32602 when they
         are not strings; 404 for an unknown run)."""
         run = self.manager.get(_str_param(params, "run_id", method))
@@ -335,9 +334,9 @@ class AgentSession:
     def m_submit(self, params: dict[str, Any]) -> dict[str, Any]:
         run, agent_id, lease = self._agent(params, "agent.submit")
         ra = agent_ops.authenticate(run, agent_id, lease)
-        defer = self._batching and isinstance(run, Run)  # a stored run's rebuild writes its own
+        defer = self._batching and not run.is_ended  # an ended run's journal is closed: it writes each record at once
         judgement = agent_ops.submit(run, ra, params.get("command"), lease, write=not defer)
-        if defer and judgement.accept and isinstance(run, Run):
+        if defer and judgement.accept:
             self._to_write[run.run_id] = run
         if judgement.accept:
             self.accepted_in[run.run_id] = run
@@ -378,7 +377,7 @@ class AgentSession:
         return converter.unstructure(agent_ops.receipt(run, agent_id, lease, cid))
 
     # -- pushing -------------------------------------------------------------------------------------
-    def _subscribe(self, run: Run | StoredRun, ra: RemoteAgent, keep_seq: bool = False) -> Subscription:
+    def _subscribe(self, run: RunAPI, ra: RemoteAgent, keep_seq: bool = False) -> Subscription:
         key = (run.run_id, ra.agent_id)
         sub = self.subs.get(key)
         if sub is None:

@@ -50,18 +50,18 @@ import orjson
 from ..protocol.converter import converter
 from ..protocol.models import ControlledAgents, Receipt
 from ..protocol.verdicts import Judgement
+from .api import RunAPI
 from .errors import CANNOT_CLAIM, NO_MORE_OBSERVATIONS, RunError, run_ended
 from .faults import Fault
 from .leases import RemoteAgent
 from .manager import RunManager, ServerConfig
 from .run import Run
-from .stored import StoredRun
 from .views import WireEnvelope
 
 __all__ = ["BRIEFING_REVISION", "authenticate", "briefing", "changed_receipts", "claim", "claim_many", "fault",
            "next_observation", "poll", "poll_many", "receipt", "release", "submit", "subscribe"]
 
-AnyRun = Run | StoredRun
+AnyRun = RunAPI  # a live run or a stored one: both answer every operation (runtime.api)
 BRIEFING_REVISION = 1  # what a claim's reply names: the briefing an agent gets does not change during a run
 
 
@@ -74,7 +74,6 @@ def claim_many(run: AnyRun, selector: ControlledAgents) -> dict[str, str]:
     """Fresh leases on the agents ``selector`` names (ids, ``"all"``, ``{"role": ROLE}``), all or none."""
     if run.is_ended:
         raise run_ended(run.run_id, run.status, CANNOT_CLAIM)
-    assert isinstance(run, Run)  # a stored run has ended (refused above)
     return run.claim_many(selector)
 
 
@@ -98,10 +97,9 @@ async def poll(run: AnyRun, agent_id: str, lease: str | None, after: int, wait: 
     An ended stored run answers a plain poll's 410 from its stored status, without being rebuilt from its journal
     (every agent's last poll lands there). ``deliver``: the HTTP lane's early writer (``Run.wait_observation``).
     """
-    if isinstance(run, StoredRun):
-        gone = run.ended_poll(agent_id, lease, config.lease_ttl, config.max_polls_per_lease)
-        if gone is not None:
-            raise gone
+    gone = run.ended_poll(agent_id, lease, config.lease_ttl, config.max_polls_per_lease)  # a live run: None
+    if gone is not None:
+        raise gone
     ra = run.authenticate(agent_id, lease)
     return await run.wait_observation(ra, after, min(wait, config.max_wait_s), deliver)
 
@@ -114,7 +112,6 @@ async def poll_many(run: AnyRun, leases: Mapping[str, str], after: Mapping[str, 
     wanted = [(run.authenticate(aid, token), after.get(aid, -1)) for aid, token in leases.items()]
     if run.is_ended:
         raise run_ended(run.run_id, run.status, NO_MORE_OBSERVATIONS)
-    assert isinstance(run, Run)  # a stored run has ended (refused above)
     return await run.wait_observations(wanted, min(wait, config.max_wait_s), parts)
 
 

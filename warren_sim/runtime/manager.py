@@ -26,6 +26,7 @@ import trio
 from ..protocol.models import TERMINAL_RUN_STATUSES, ControlledAgents, RoleSelector, RunCreate
 from ..scenarios import LoadedScenario, ScenarioError, instantiate, list_scenarios, load_scenario, npc_team
 from ..scenarios.loader import find_scenario
+from .api import RunAPI
 from .clock import WallMap
 from .errors import RunError
 from .faults import FaultInjector, FaultSpec, FaultSpecError, as_fault_spec, parse_faults
@@ -109,7 +110,7 @@ class RunManager:
         self.config = config
         self.nursery = nursery
         self.wallmap = wallmap
-        self.runs: dict[str, Run | StoredRun] = {}
+        self.runs: dict[str, RunAPI] = {}
         self._next = 1 + _last_journaled_run(config.data_dir)  # never overwrite an earlier server's journal
         self.draining = trio.Event()
         self._rebuilt: OrderedDict[str, Run] = OrderedDict()
@@ -139,7 +140,7 @@ class RunManager:
                 self.restore_errors.append(f"{path.name}: {exc}")
                 continue
             if not self.config.resume:
-                run._finish("crashed", "server restarted", error="server restarted")
+                run.finish("crashed", "server restarted", error="server restarted")
                 run.journal.close()
                 write_view(path, run.view())
                 self.runs[run_id] = self._stored(run_id, path, run.status)
@@ -200,7 +201,7 @@ class RunManager:
         if self.config.on_event is not None:
             self.config.on_event(line)
 
-    def get(self, run_id: str) -> Run | StoredRun:
+    def get(self, run_id: str) -> RunAPI:
         run = self.runs.get(run_id)
         if run is None:
             known = ", ".join(list(self.runs)[-10:]) or "none yet"
