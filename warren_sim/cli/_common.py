@@ -168,6 +168,15 @@ def answers_again(policy: Any, receipt: Any, attempt: int) -> bool:
             and attempt < RETRIES_AFTER_REJECTION)
 
 
+GIVE_UP_NOOP = {"noop": True}
+
+
+def gave_up(receipt: Any) -> bool:
+    """The last answer to an observation was still ``rejected`` (the policy's tries are spent): the caller
+    answers the turn with a noop at once, rather than leave it outstanding until its decision deadline."""
+    return receipt.status == "rejected"
+
+
 def after_receipt(policy: Any, receipt: Any) -> str:
     """Hand the receipt to a policy with ``on_receipt`` (the LLM policy puts verdicts in its next prompt);
     the decision's token usage, when the policy reports one, as text for the log line."""
