@@ -132,11 +132,16 @@ def apply_llm_options(args: argparse.Namespace) -> None:
     try:
         from ..llm import LLMConfig, LLMConfigError, probe
     except ImportError as exc:  # pragma: no cover - the package itself imports nothing optional
-        raise UsageError(f"--policy llm: {exc}") from None
+        raise UsageError(_llm_usage(str(exc))) from None
     try:
         probe(LLMConfig.from_env())
     except LLMConfigError as exc:
-        raise UsageError(f"--policy llm: {exc}") from None
+        raise UsageError(_llm_usage(str(exc))) from None
+
+
+def _llm_usage(message: str) -> str:
+    """``--policy llm: <why>``, once: some reasons already start with ``--policy llm``."""
+    return message if message.startswith("--policy llm") else f"--policy llm: {message}"
 
 
 def tokens_line(policies: Any) -> str | None:
