@@ -41,9 +41,12 @@ import attrs
 import pytest
 from docblocks import ROOT, Block, blocks, pages
 
+from warren_sim.runtime.clock import wall_seconds
+
 PORT = re.compile(r"\b(localhost|127\.0\.0\.1):8000\b")
 OLLAMA = "http://localhost:11434/v1"
 SERVE = re.compile(r"^(\s*)warren serve\b(.*?)\s*(&)?\s*(#.*)?$")
+EXIT = re.compile(r"#.*\bexits (\d+)\b")
 PIP = re.compile(r"^\s*(?:\.venv/bin/)?pip install\b(.*?)\s*(#.*)?$")
 BIN = Path(sys.executable).parent
 BLOCK_TIMEOUT_S = 300
@@ -140,7 +143,7 @@ def _model(page: Page) -> str:
 
 
 def shell_script(block: Block, page: Page) -> str:
-    lines = ["set -eo pipefail"]
+    lines = ["set -eo pipefail", "PS4='+ [${SECONDS}s] '", "set -x"]
     for line in _logical_lines(block.text):
         line = PORT.sub(lambda m: f"{m.group(1)}:{page.port}", line)
         if OLLAMA in line:
@@ -162,6 +165,12 @@ def shell_script(block: Block, page: Page) -> str:
             page.served = True
             lines.append(f"{serve.group(1)}warren serve {args} > {log} 2>&1 &")
             lines.append(_wait_listening(page.port))
+            continue
+        expected = EXIT.search(line)
+        if expected is not None and not line.lstrip().startswith("#"):  # "# exits 1: ..." is checked
+            code = expected.group(1)
+            lines.append(f"{{ {line.split(' #')[0].strip()} ; }} && rc=0 || rc=$?")
+            lines.append(f'[ "$rc" -eq {code} ] || {{ echo "expected exit {code}, got $rc"; exit 1; }}')
             continue
         lines.append(line)
     return "\n".join(lines) + "\n"
@@ -221,7 +230,7 @@ def _pattern(shown: str) -> re.Pattern[str]:
     parts = []
     for piece in shown.strip().split("..."):
         escaped = re.escape(" ".join(piece.split()))
-        escaped = re.sub(r"\d+", r"[\\d,.]+", escaped).replace(r"\ ", r"\s+")
+        escaped = re.sub(r"\d+(?:(?:\\\.|,)\d+)*", r"[\\d,.]+", escaped).replace(r"\ ", r"\s+")
         parts.append(escaped)
     return re.compile(".*".join(parts))
 
@@ -271,31 +280,37 @@ def run_page(name: str, slow: bool, tmp_path: Path) -> Counter[str]:
             subprocess.run(["bash", "-c", _wait_listening(page.port)], check=True, timeout=90)
             page.served = True
         for block in found:
-            if "not-run" in block.markers:
-                counts[f"not run: {block.markers['not-run']}"] += 1
-            elif "run-by" in block.markers:
-                run_by(block)
-                counts[f"run by {block.markers['run-by']}"] += 1
-            elif "slow" in block.markers and not slow:
-                counts[f"slow tier only: {block.markers['slow']}"] += 1
-            elif block.kind == "sh":
-                run_sh(block, page)
-                counts["ran: shell"] += 1
-            elif block.kind == "python":
-                run_python(block, page)
-                counts["ran: python"] += 1
-            elif block.kind == "transcript":
-                run_transcript(block, page)
-                counts["ran: transcript, output compared"] += 1
-            elif block.kind == "data":
-                check_data(block)
-                counts[f"parsed: {block.lang}"] += 1
-            else:
-                counts["output or listing shown, nothing to run"] += 1
+            began = wall_seconds()
+            run_block(block, page, slow, counts)
+            print(f"  {block.where} {block.kind}: {wall_seconds() - began:.1f} s")
     finally:
         page.stop()
     counts.update(page.ran)
     return counts
+
+
+def run_block(block: Block, page: Page, slow: bool, counts: Counter[str]) -> None:
+    if "not-run" in block.markers:
+        counts[f"not run: {block.markers['not-run']}"] += 1
+    elif "run-by" in block.markers:
+        run_by(block)
+        counts[f"run by {block.markers['run-by']}"] += 1
+    elif "slow" in block.markers and not slow:
+        counts[f"slow tier only: {block.markers['slow']}"] += 1
+    elif block.kind == "sh":
+        run_sh(block, page)
+        counts["ran: shell"] += 1
+    elif block.kind == "python":
+        run_python(block, page)
+        counts["ran: python"] += 1
+    elif block.kind == "transcript":
+        run_transcript(block, page)
+        counts["ran: transcript, output compared"] += 1
+    elif block.kind == "data":
+        check_data(block)
+        counts[f"parsed: {block.lang}"] += 1
+    else:
+        counts["output or listing shown, nothing to run"] += 1
 
 
 def _params() -> Iterator[Any]:
@@ -342,3 +357,20 @@ def test_docs_cite_only_the_repository() -> None:
         text = (ROOT / name).read_text(encoding="utf-8")
         for bad in ("shared/", "DESIGN section", "DESIGN.md"):
             assert bad not in text, f"{name} cites {bad!r}, which is not in the repository"
+
+
+def test_a_curl_without_its_content_type_fails_the_block(tmp_path: Path) -> None:
+    """Item 1's regression, caught by this harness: README's old `curl -d` (a form body) gets 415, and the block
+    fails with the server's teaching detail, where curl alone would have exited 0."""
+    page = Page("README.md", tmp_path, free_port(), slow=False)
+    (tmp_path / ".curlrc").write_text("--fail-with-body\n", encoding="utf-8")
+    old = Block("README.md", 1, "sh", "warren serve --port 8000 &\ncurl -X POST "
+                "'localhost:8000/v1/runs?scenario=bridge_repair&seed=3' -d '{\"controlled_agents\": [\"engineer-1\"]}'\n",
+                {})
+    try:
+        with pytest.raises(AssertionError) as failed:
+            run_sh(old, page)
+    finally:
+        page.stop()
+    assert "exited 22" in str(failed.value) and "415" in str(failed.value)
+    assert "Content-Type: application/json" in str(failed.value)
