@@ -269,9 +269,9 @@ def run_page(name: str, slow: bool, tmp_path: Path) -> Counter[str]:
     page = Page(name, tmp_path, free_port(), slow)
     (tmp_path / ".curlrc").write_text("--fail-with-body\n", encoding="utf-8")
     found = blocks(name)
-    needs_server = any(PORT.search(b.text) for b in found if not b.markers.get("not-run"))
-    starts_server = any(SERVE.match(line) for b in found for line in b.text.splitlines()
-                        if not b.markers.get("not-run") and b.kind == "sh")
+    runs = [b for b in found if not b.markers.get("not-run") and (slow or "slow" not in b.markers)]
+    needs_server = any(PORT.search(b.text) for b in runs)
+    starts_server = any(SERVE.match(line) for b in runs if b.kind == "sh" for line in b.text.splitlines())
     counts: Counter[str] = Counter()
     try:
         if needs_server and not starts_server:
