@@ -6,6 +6,7 @@ Run as users run them: subprocesses, output to pipes (so not a terminal: the set
 from __future__ import annotations
 
 import os
+import pty
 import re
 import subprocess
 import sys
@@ -18,15 +19,38 @@ def warren(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subproce
     return subprocess.run([*PY, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_run_says_it_is_setting_up_and_reports_setup_and_total_wall(tmp_path: Path) -> None:
-    done = warren("run", "warren", "--param", "agents=300", "--seed", "1", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert done.stderr.startswith("warren run: setting up warren seed 1 (agents=300)...\n"), done.stderr
+def test_run_says_it_is_setting_up_on_a_terminal_and_reports_setup_and_total_wall(tmp_path: Path) -> None:
+    """On a terminal (stderr is a pty here) the setup line shows, then is erased; the summary has setup and
+    total."""
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run([*PY, "run", "warren", "--param", "agents=300", "--seed", "1"], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=follower, text=True, timeout=120)
+        os.close(follower)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the other end is closed: all read
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(leader)
+    assert done.returncode == 0
+    text = shown.decode()
+    assert text.startswith("warren run: setting up warren seed 1 (agents=300)...\r"), text
     wall = float(re.search(r"wall ([\d.]+)s", done.stdout).group(1))
     found = re.search(r"setup ([\d.]+)s \(loading the world, building its policies\), ([\d.]+)s in all", done.stdout)
     assert found, done.stdout
     setup, total = float(found.group(1)), float(found.group(2))
     assert abs(total - (setup + wall)) < 0.002 and setup > 0
+
+
+def test_in_a_log_a_usage_error_stays_one_line(tmp_path: Path) -> None:
+    done = warren("run", "bridge_repair", "--param", "agentz=1", cwd=tmp_path)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
 def test_quiet_run_has_no_setup_line(tmp_path: Path) -> None:

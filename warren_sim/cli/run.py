@@ -48,6 +48,9 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run_command)
 
 
+SLOW_SETUP_S = 1.0  # a setup at least this long is reported in a log
+
+
 def _objectives(sim: Simulation) -> list[tuple[str, int, int]]:
     return [(o["id"], o["progress"]["current"], o["progress"]["target"]) for o in sim.objective_views()]
 
@@ -61,9 +64,11 @@ def run_command(args: argparse.Namespace) -> int:
     # say so at once, and erase it on a terminal once the run's own progress takes over.
     setting_up = f"warren run: setting up {args.scenario} seed {args.seed}" + (
         f" ({', '.join(args.param)})" if args.param else "") + "..."
+    # On a terminal the line shows while the world is built and is erased after (an error stays one line);
+    # in a log, where nothing can be erased, one line afterwards says how long a slow setup took.
     live = not args.quiet and sys.stderr.isatty()
-    if not args.quiet:
-        print(setting_up, end="" if live else "\n", file=sys.stderr, flush=True)
+    if live:
+        print(setting_up, end="", file=sys.stderr, flush=True)
 
     def erase() -> None:
         if live:
@@ -82,6 +87,8 @@ def run_command(args: argparse.Namespace) -> int:
     writer = TraceWriter(out)
     started = wall_seconds()
     erase()
+    if not args.quiet and not live and started - began >= SLOW_SETUP_S:
+        print(f"{setting_up[:-3]}: set up in {started - began:.1f}s", file=sys.stderr, flush=True)
     progress = Progress(f"warren run {args.scenario} seed {args.seed}", enabled=not args.quiet)
 
     def on_batch(s: Simulation) -> None:
