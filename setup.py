@@ -35,7 +35,7 @@ from setuptools.command.build_ext import build_ext
 # The modules a decision runs through, plain typed Python that mypyc compiles as is. Compiled, their type hints are
 # checked at run time: a value of another type than declared raises TypeError there (tests/test_compiled_build.py
 # runs the engine's tests and pinned digests on both builds). The same list as warren_sim.engine.build.COMPILED.
-ENGINE_COMPILED = ["sim", "rules", "world", "scheduler", "headless", "perception"]
+ENGINE_COMPILED = ["sim", "rules", "world", "scheduler", "headless", "perception", "effects", "command"]
 ENGINE = os.path.join("warren_sim", "engine")
 RECORD = os.path.join(ENGINE, "_compiled_from.py")
 MODE = os.environ.get("WARREN_MYPYC", "auto").strip().lower() or "auto"  # "auto" (the default), "1" or "0"

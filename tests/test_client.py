@@ -4,7 +4,9 @@ protocol's endpoint table and JSON Schemas by an httpx event hook (sdkhelpers.Sc
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -276,6 +278,41 @@ async def test_run_ended_raises_with_terminal_status(autojump_clock):
             await client.claim(run.run_id, "engineer-1")
         assert info.value.status == "cancelled"
         assert (await client.wait_run_ended(run.run_id)).status == "cancelled"
+
+
+async def test_run_ended_status_is_data_never_prose(autojump_clock):
+    """RunEnded.status is the 410's run_status member when the server sends it (no further request); from a
+    server that does not, the SDK asks GET /v1/runs/{run}. The detail's prose is never read: here it lies."""
+    asked: list[str] = []
+
+    def record(request: httpx.Request) -> httpx.Request:
+        asked.append(f"{request.method} {request.url.path}")
+        return request
+
+    def gone_with(member: dict[str, str]) -> Callable[[httpx.Request, httpx.Response], httpx.Response]:
+        def alter(request: httpx.Request, response: httpx.Response) -> httpx.Response:
+            if response.status_code != 410:
+                return response
+            problem = {k: v for k, v in json.loads(response.content).items() if k != "run_status"}
+            problem.update(member, detail=f"the status failed, says this prose; {problem['detail']}")
+            return httpx.Response(410, headers=response.headers, json=problem, request=request)
+        return alter
+
+    async with in_process() as env, env.client() as client:
+        for member, gets in [({"run_status": "cancelled"}, 0), ({}, 1)]:
+            wrap = functools.partial(RewritingTransport, rewrite=record, alter=gone_with(member))
+            async with env.client(wrap) as other:
+                run = await other.create_run("bridge_repair", 3, controlled_agents=["engineer-1"])
+                agent = await other.claim(run.run_id, "engineer-1")
+                await client.cancel_run(run.run_id)
+                asked.clear()
+                with pytest.raises(RunEnded) as info:
+                    await agent.poll(wait=1)
+                assert info.value.status == "cancelled" and agent.run_status == "cancelled"
+                with pytest.raises(RunEnded) as info:
+                    await other.claim(run.run_id, "engineer-1", lease=agent.lease)
+                assert info.value.status == "cancelled"
+                assert asked.count(f"GET /v1/runs/{run.run_id}") == 2 * gets, asked
 
 
 # --------------------------------------------------------------------------------------------- real Hypercorn

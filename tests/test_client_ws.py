@@ -16,8 +16,8 @@ import pytest
 import trio
 from sdkhelpers import FAST_RETRY, Env, real_server
 
+import warren_sim.client
 from warren_sim.client import (
-    AsyncAgentClient,
     AsyncWsAgent,
     AsyncWsAgentClient,
     Conflict,
@@ -129,8 +129,8 @@ async def test_several_agents_share_one_connection(tmp_path):
     """Three agents claimed on one connection each get their own envelopes (batched frames) and the run completes."""
     log = FaultLog()
     async with real_server(tmp_path) as env:
-        client = AsyncAgentClient.open(env.url, transport="ws", retry=FAST_RETRY,
-                                       event_hooks={"response": [env.check.async_hook]})
+        client = warren_sim.client.open(env.url, transport="ws", retry=FAST_RETRY,
+                                        event_hooks={"response": [env.check.async_hook]})
         assert isinstance(client, AsyncWsAgentClient) and client.ws_url == ws_url(env.url)
         client.socket_wrapper = log.wrap  # open() hands its extra keywords to httpx; the connection opens on entry
         async with client:
@@ -241,6 +241,49 @@ async def test_run_ended_raises_run_ended(tmp_path):
             with pytest.raises(RunEnded) as info:
                 await client.claim(run.run_id, "engineer-1")
             assert info.value.status == "cancelled"
+
+
+class GoneRewriter:
+    """Wraps a trio-websocket connection and rewrites each 410 error it receives: its detail's prose lies about
+    the status, and ``data.run_status`` is replaced by ``member`` (removed when ``member`` is empty)."""
+
+    def __init__(self, inner: Any, member: dict[str, str]) -> None:
+        self.inner, self.member = inner, member
+
+    def _rewrite(self, message: dict[str, Any]) -> dict[str, Any]:
+        error = message.get("error")
+        if isinstance(error, dict) and error.get("code") == 410:
+            data = {k: v for k, v in error.get("data", {}).items() if k != "run_status"}
+            data.update(self.member, detail=f"the status failed, says this prose; {data.get('detail', '')}")
+            message = {**message, "error": {**error, "data": data}}
+        return message
+
+    async def send_message(self, message: str) -> None:
+        await self.inner.send_message(message)
+
+    async def get_message(self) -> str | bytes:
+        frame = json.loads(await self.inner.get_message())
+        rewritten = [self._rewrite(m) for m in frame] if isinstance(frame, list) else self._rewrite(frame)
+        return json.dumps(rewritten)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_run_ended_status_is_data_never_prose(tmp_path):
+    """Over WS too RunEnded.status is the error's data.run_status when sent; without it the SDK asks
+    GET /v1/runs/{run} (over HTTP); the detail's prose is never read."""
+    async with real_server(tmp_path) as env:
+        for member, gets in [({"run_status": "cancelled"}, 0), ({}, 1)]:
+            async with AsyncWsAgentClient(env.http(), retry=FAST_RETRY, owns_http=True, timeout=5.0,
+                                          socket_wrapper=functools.partial(GoneRewriter, member=member)) as client:
+                run = await client.create_run("bridge_repair", 3, controlled_agents=["engineer-1"])
+                await client.cancel_run(run.run_id)
+                before = env.check.statuses.count(("GET", f"/v1/runs/{run.run_id}", 200))
+                with trio.fail_after(20), pytest.raises(RunEnded) as info:
+                    await client.claim(run.run_id, "engineer-1")
+                assert info.value.status == "cancelled" and "says this prose" in info.value.detail
+                assert env.check.statuses.count(("GET", f"/v1/runs/{run.run_id}", 200)) - before == gets
 
 
 async def test_errors_and_verdicts_map_as_over_http(tmp_path):

@@ -45,7 +45,9 @@ def test_accelerated_clock_passes_virtual_seconds_faster_than_real_ones() -> Non
     assert wall < 1.0
 
 
-async def test_to_unix_maps_virtual_seconds_one_to_one(autojump_clock: trio.testing.MockClock) -> None:
+async def test_autojump_map_reads_virtual_seconds_from_its_anchor(autojump_clock: trio.testing.MockClock) -> None:
+    """Under the autojump clock (rate 1, in-process tests) ``deadline_unix`` is the anchor plus virtual seconds:
+    compare it with ``now_unix()``, not with ``time.time()`` (the decision in runtime/clock.py)."""
     before = time.time()
     wall = WallMap(rate=None)
     after = time.time()
@@ -59,17 +61,35 @@ async def test_to_unix_maps_virtual_seconds_one_to_one(autojump_clock: trio.test
     await trio.sleep(300.0)  # virtual: returns at once under autojump
     assert wall.now_unix() == pytest.approx(wall.unix0 + 300.0)
     assert time.time() - after < 5.0  # no real time was spent waiting
-    # A decision deadline set now reads 60 s past "now" as the agent sees it.
+    # A decision deadline set now reads 60 s past "now" as the map sees it.
     with trio.move_on_after(60.0) as scope:
         assert wall.to_unix(scope.deadline) - wall.now_unix() == pytest.approx(60.0)
 
 
-async def test_rate_is_recorded_but_does_not_scale_the_mapping(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    wall = WallMap(rate=10)
-    assert wall.rate == 10.0
-    assert wall.to_unix(wall.trio0 + 6.0) == pytest.approx(wall.unix0 + 6.0)
+async def test_rate_scales_the_mapping_to_real_unix_time(autojump_clock: trio.testing.MockClock) -> None:
+    """Under ``--rate R`` a virtual deadline d seconds away arrives d / R real seconds later, and reads so."""
+    wall = WallMap(rate=50)
+    assert wall.rate == 50.0
+    assert wall.to_unix(wall.trio0 + 60.0) == pytest.approx(wall.unix0 + 1.2)
+
+
+def test_rate_scaled_map_tracks_time_time() -> None:
+    """On a real accelerated clock ``now_unix()`` is ``time.time()`` and a deadline's ``to_unix`` is its wall instant:
+    a 60 s deadline at rate 50 is 1.2 s of real time away."""
+
+    async def main() -> tuple[float, float, float]:
+        wall = WallMap(rate=50)
+        with trio.move_on_after(60.0) as scope:
+            deadline_unix = wall.to_unix(scope.deadline)
+            left_at_start = deadline_unix - time.time()
+            await trio.sleep(30.0)  # 0.6 s real
+            return left_at_start, deadline_unix - time.time(), wall.now_unix() - time.time()
+        raise AssertionError("the 60 s scope ended before a 30 s sleep")
+
+    left_at_start, left_later, skew = trio.run(main, clock=make_clock(50))
+    assert left_at_start == pytest.approx(1.2, abs=0.1)
+    assert left_later == pytest.approx(0.6, abs=0.15)
+    assert abs(skew) < 0.15
 
 
 def test_fixed_map_is_exact() -> None:

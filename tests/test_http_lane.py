@@ -274,7 +274,7 @@ def _dateless(head: bytes) -> list[bytes]:
 
 async def test_a_parked_poll_is_answered_by_the_publishing_pass_with_the_handlers_bytes(tmp_path):
     """Over a real socket (an in-process Hypercorn): a GET long-poll parked before its batch gets its reply written
-    by the run task as the batch is published (hypercorn_fixes fix 7), byte for byte the reply the lane's handler
+    by the run task as the batch is published (hypercorn_speed fix 7), byte for byte the reply the lane's handler
     writes for the same envelope (the date aside) and the same as Quart's; the connection's state is right after
     it (the next request on it is answered); a parked poll whose wait runs out gets its 204 and leaves nothing
     registered, and neither does one whose client leaves."""

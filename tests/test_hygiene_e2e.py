@@ -102,7 +102,7 @@ def test_headers_are_bounded_and_chunked_bodies_are_capped(tmp_path):
             status, headers, body = read_response(sock)
             assert status == 413 and "65536" in json.loads(body)["detail"]
             rest, took = read_until_closed(sock, 10)
-            assert took < 3, took  # closed, not left hanging with half a body (see http/hypercorn_fixes.py)
+            assert took < 3, took  # closed, not left hanging with half a body (see http/hypercorn_correctness.py)
         assert s.http.get("/v1/runs").json()["runs"] == []
 
 
@@ -132,7 +132,7 @@ async def test_slow_body_gets_408_and_is_closed_within_the_body_timeout(tmp_path
         assert b"application/problem+json" in head
         detail = json.loads(body)["detail"]
         assert "did not arrive within 1 s" in detail and "Content-Length" in detail
-        assert 0.9 < took < 3.0, took  # and closed right after the answer (see http/hypercorn_fixes.py)
+        assert 0.9 < took < 3.0, took  # and closed right after the answer (see http/hypercorn_correctness.py)
         assert server.app.warren.manager.runs == {}
         server.shutdown()
 

@@ -69,7 +69,7 @@ def test_unknown_field_names_the_valid_fields() -> None:
     err = wire_error({"pase": 1}, RunCreate)
     assert str(err) == (
         "unknown field 'pase' in the run creation body; valid fields: "
-        "controlled_agents, decision_deadline_s, npc_policy, pace, params"
+        "controlled_agents, decision_deadline_s, faults, npc_policy, pace, params"
     )
     assert err.problems == [("$", str(err))]
 
@@ -334,7 +334,9 @@ def test_terminal_run_statuses_are_defined_once_and_agree_with_the_engine() -> N
 
     assert TERMINAL_RUN_STATUSES == set(RUN_STATUSES) - LIVE_RUN_STATUSES
     assert TERMINAL_RUN_STATUSES - set(END_STATUSES) == {"crashed"}
-    for status in TERMINAL_RUN_STATUSES:  # the SDK reads the status out of a 410's detail with the same set
-        problem = {"type": "about:blank", "title": "Gone", "status": 410,
+    for status in TERMINAL_RUN_STATUSES:  # the SDK takes a 410's run_status member from the same set
+        problem = {"type": "about:blank", "title": "Gone", "status": 410, "run_status": status,
                    "detail": f"run-1 has ended with status {status}; there will be no more observations"}
         assert RunEnded(410, problem).status == status
+    prose_only = {"type": "about:blank", "title": "Gone", "status": 410, "detail": "run-1 has ended with status failed"}
+    assert RunEnded(410, prose_only).status is None  # data, not prose: the SDK then asks the run itself

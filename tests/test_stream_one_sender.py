@@ -4,7 +4,7 @@ A prompt spectator that reconnects on an unpaced run (a flood of frames) sometim
 ``trio.BusyResourceError`` traceback through ``stream_routes.py``: Hypercorn serializes data writes with its
 connection's send lock, but closing the connection (``send_eof``, which holds trio's send-conflict detector
 across a checkpoint) did not take that lock, so the handler's next frame, already encoded and about to be
-written, collided with the close. ``http/hypercorn_fixes.py`` (fix 4) makes the close wait its turn.
+written, collided with the close. ``http/hypercorn_correctness.py`` (fix 4) makes the close wait its turn.
 
 The window is a few instructions wide: about 1,500 real prompt reconnects (lagged and closed streams, client
 close frames, half-closed sockets) did not hit it in a bounded time. So the test sends, on the real

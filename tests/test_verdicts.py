@@ -14,7 +14,6 @@ from warren_sim.protocol.verdicts import (
     judge,
     normalize_command,
     record_acceptance,
-    set_outcome,
 )
 
 CALLS: list[tuple[str, dict[str, Any]]] = []
@@ -166,21 +165,6 @@ def test_duplicate_of_identical_body_replays_the_original(ledger: AgentLedger) -
     judgement = pure_judge(ledger, cmd(), must_not_validate)
     assert judgement.receipt == attrs.evolve(original, status="duplicate")
     assert not judgement.accept and judgement.payload is None
-
-
-def test_duplicate_carries_the_current_outcome(ledger: AgentLedger) -> None:
-    accept(ledger, cmd())
-    updated = set_outcome(ledger, "c-1", "accepted")
-    assert updated.outcome == "accepted" and ledger.accepted["c-1"] is updated
-    receipt = pure_judge(ledger, cmd(), must_not_validate).receipt
-    assert receipt is not None and (receipt.status, receipt.outcome, receipt.outcome_reason) == (
-        "duplicate",
-        "accepted",
-        "",
-    )
-    set_outcome(ledger, "c-1", "interrupted", "your action was stopped by a new one")
-    receipt = pure_judge(ledger, cmd(), must_not_validate).receipt
-    assert receipt is not None and receipt.outcome_reason == "your action was stopped by a new one"
 
 
 @pytest.mark.parametrize(

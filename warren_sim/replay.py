@@ -30,7 +30,9 @@ __all__ = ["RUNTIME_KINDS", "Divergence", "JournalError", "ReplayResult", "repla
 
 # Records the runtime (server or headless loop) writes; every other kind comes from the engine.
 
-IGNORED_KEYS = frozenset({"cursor", "wall"})
+# "forked_from": a fork's run record names its parent and fork point (warren_sim.fork); the engine, replaying
+# it, writes the run record without it
+IGNORED_KEYS = frozenset({"cursor", "wall", "forked_from"})
 
 
 class JournalError(ValueError):

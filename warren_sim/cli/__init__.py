@@ -27,13 +27,13 @@ import argparse
 import sys
 
 from .. import __version__
-from . import agent, bench, conformance, demo, mcp, replay, report, run, scenarios, serve
+from . import agent, bench, conformance, demo, fork, mcp, replay, report, run, scenarios, serve
 from . import eval as eval_
 from ._common import EXIT_USAGE, UsageError
 
 __all__ = ["EXIT_USAGE", "UsageError", "build_parser", "main"]
 
-SUBCOMMANDS = (run, eval_, scenarios, serve, agent, mcp, demo, replay, report, conformance, bench)
+SUBCOMMANDS = (run, eval_, fork, scenarios, serve, agent, mcp, demo, replay, report, conformance, bench)
 
 
 class _Version(argparse.Action):

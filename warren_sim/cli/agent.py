@@ -181,10 +181,11 @@ def _agent_over_ws(args: argparse.Namespace) -> int:
 
 
 async def _agent_ws_main(args: argparse.Namespace, held: dict[str, str]) -> int:
-    from ..client import AsyncAgentClient, ServerError, TransportError
+    from ..client import ServerError, TransportError
+    from ..client import open as open_client
 
     try:
-        async with AsyncAgentClient.open(args.url, timeout=10.0, transport="ws") as client:
+        async with open_client(args.url, transport="ws", timeout=10.0) as client:
             if args.create is not None:
                 factory = remote_factory(args.policy, args.create, args.seed)
                 view = await client.create_run(args.create, args.seed, controlled_agents=[args.agent])

@@ -15,7 +15,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._common import EXIT_OK, EXIT_USAGE, UsageError, add_scenarios_option, apply_scenarios_option, subparser
+from ._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    add_scenarios_option,
+    apply_scenarios_option,
+    subparser,
+)
 
 
 def register(sub: Any) -> None:
@@ -32,7 +40,8 @@ def register(sub: Any) -> None:
     p.add_argument("--rate", type=float, default=1.0,
                    help="clock rate: every deadline and timeout passes RATE times faster")
     p.add_argument("--data-dir", type=Path, default=Path("warren-data"), help="where run journals are written")
-    p.add_argument("--max-wait", type=float, default=60.0, help="cap of a long-poll's wait (seconds)")
+    p.add_argument("--max-wait", type=float, default=60.0,
+                   help="cap of a long-poll's wait; polls also end by 0.9 x --lease-ttl (seconds)")
     p.add_argument("--max-polls-per-lease", type=int, default=4,
                    help="concurrent long-polls per lease; more get 429")
     p.add_argument("--max-spectators", type=int, default=64,
@@ -54,6 +63,12 @@ def register(sub: Any) -> None:
     p.add_argument("--send-timeout", type=float, default=10.0, metavar="S",
                    help="a spectator that takes no data for S seconds is cut and its slot freed")
     add_scenarios_option(p)
+    p.add_argument("--faults", metavar="SPEC",
+                   help="seeded faults on every run's wire, to test your agents (docs/faults.md): "
+                        "kind=rate[,kind=rate...] with kinds reset, lost_reply, unavailable, delay (delay=RATE:BOUND, "
+                        "as 0.1:2s), redeliver, disconnect, expire, restart; all=RATE sets every network kind")
+    p.add_argument("--fault-seed", type=int, default=0, metavar="N",
+                   help="the seed of --faults: the same seed and agent meet the same faults (default 0)")
     p.set_defaults(func=cmd_serve)
 
 
@@ -61,6 +76,7 @@ async def serve_main(args: argparse.Namespace) -> None:
     import trio
 
     from ..http.server import SERVER_GC_THRESHOLDS, is_loopback, start_server
+    from ..runtime.leases import poll_wait
     from ..runtime.manager import ServerConfig
 
     config = ServerConfig(lease_ttl=args.lease_ttl, data_dir=args.data_dir, max_wait_s=args.max_wait,
@@ -68,6 +84,7 @@ async def serve_main(args: argparse.Namespace) -> None:
                           max_spectators=args.max_spectators, max_runs=args.max_runs, max_agents=args.max_agents,
                           fsync=args.fsync, resume=not args.no_resume, send_timeout_s=args.send_timeout,
                           allow_origins=tuple(o.strip().rstrip("/") for o in args.allow_origin),
+                          faults=args.fault_spec, fault_seed=args.fault_seed,
                           on_event=lambda line: print(f"WARREN: {line}", file=sys.stderr, flush=True))
     if not is_loopback(args.host):
         print(f"warning: binding {args.host} exposes WARREN beyond this machine; anyone who can reach it can "
@@ -78,6 +95,10 @@ async def serve_main(args: argparse.Namespace) -> None:
                                                             gc_thresholds=SERVER_GC_THRESHOLDS))
             print(f"WARREN listening on {server.url}", flush=True)
             print(f"WARREN journals go to {args.data_dir.resolve()}/run-N.jsonl (--data-dir)", flush=True)
+            if poll_wait(args.max_wait, args.lease_ttl) < args.max_wait:  # said once, where the operator looks
+                print(f"WARREN: long-polls wait at most {poll_wait(args.max_wait, args.lease_ttl):g} s, below "
+                      f"--lease-ttl {args.lease_ttl:g} s (--max-wait {args.max_wait:g} s is capped)",
+                      file=sys.stderr, flush=True)
 
             async def watch_signals() -> None:
                 async for signum in signals:
@@ -105,12 +126,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(f"{', '.join(small)} must be >= 1")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0..65535, got {args.port}")
+    from ..runtime.faults import FaultSpecError, parse_faults
+
+    try:
+        args.fault_spec = parse_faults(args.faults) if args.faults is not None else None
+    except FaultSpecError as exc:
+        raise UsageError(f"--faults: {exc}") from None
     # The server's stack (trio, Quart, Hypercorn) is imported here, not at the top: `warren --help` and every
     # other subcommand start without it.
     import trio
 
+    from ..http.hypercorn_fixes import UnsupportedHypercorn, check_versions
     from ..runtime.clock import make_clock
 
+    try:  # the server patches Hypercorn's internals: on a release they were not written for, it does not start
+        check_versions()
+    except UnsupportedHypercorn as exc:
+        print(f"warren serve: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     try:
         trio.run(serve_main, args, clock=make_clock(args.rate))
     except BaseExceptionGroup as group:

@@ -1,10 +1,16 @@
-"""The trio client: :class:`AsyncAgentClient` and its agent handle :class:`AsyncAgent` (drivers of :mod:`._core`)."""
+"""The trio client over HTTP: :class:`AsyncAgentClient` and its agent handle :class:`AsyncAgent`.
+
+A driver of :mod:`._core`: each method runs one core operation, carried over HTTP by :func:`drive` (requests with
+an ``httpx.AsyncClient``, pauses with ``trio.sleep``). :class:`~warren_sim.client.AsyncWsAgentClient` (in
+:mod:`._ws`) is the same client with its agents driven over the WebSocket: it overrides how an agent's
+operations are driven, nothing of what they do.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import httpx
 import trio
@@ -12,7 +18,7 @@ import trio
 from warren_sim.protocol.models import Receipt, RunView
 
 from . import _core as core
-from ._core import Op, RetryPolicy, Sleep, request_kwargs
+from ._core import HttpOp, Op, RetryPolicy, Sleep, Steps, request_kwargs
 from ._exceptions import RunEnded
 from ._models import Observation
 
@@ -21,25 +27,20 @@ __all__ = ["AsyncAgent", "AsyncAgentClient"]
 T = TypeVar("T")
 
 
-async def drive(http: httpx.AsyncClient, op: Op[T]) -> T:
-    """Run a core operation: make its requests with ``http``, its pauses with ``trio.sleep``."""
-    try:
-        action = next(op)
-        while True:
+async def drive(http: httpx.AsyncClient, op: HttpOp[T]) -> T:
+    """Run a core operation carried over HTTP (:func:`._core.over_http`): its requests with ``http``, its
+    pauses with ``trio.sleep``."""
+    with Steps(op) as steps:
+        for action in steps:
             if isinstance(action, Sleep):
                 await trio.sleep(action.seconds)
-                action = op.send(None)
+                steps.send(action.seconds)
                 continue
             try:
-                response = await http.request(action.method, action.path, **request_kwargs(http, action))
+                steps.send(await http.request(action.method, action.path, **request_kwargs(http, action)))
             except httpx.TransportError as exc:
-                action = op.throw(exc)
-                continue
-            action = op.send(response)
-    except StopIteration as stop:
-        return stop.value
-    finally:
-        op.close()
+                steps.throw(exc)
+    return steps.result
 
 
 class AsyncAgentClient:
@@ -50,9 +51,6 @@ class AsyncAgentClient:
     own. ``retry`` says how transport errors are retried where retrying is safe (see :mod:`._core`).
     """
 
-    #: False: agents are driven over HTTP long-polling (True in :class:`~warren_sim.client.AsyncWsAgentClient`).
-    websocket = False
-
     def __init__(self, http: httpx.AsyncClient, *, retry: RetryPolicy | None = None, owns_http: bool = False) -> None:
         self.http = http
         self.retry = retry or RetryPolicy()
@@ -60,21 +58,9 @@ class AsyncAgentClient:
 
     @classmethod
     def open(cls, url: str, *, timeout: float = 10.0, retry: RetryPolicy | None = None,
-             transport: str | None = None, **httpx_kwargs: Any) -> AsyncAgentClient:
-        """A client with its own ``httpx.AsyncClient`` for the server at ``url``.
-
-        ``transport="ws"`` gives an :class:`~warren_sim.client.AsyncWsAgentClient` instead: the same API, its
-        agents driven over the WebSocket binding ``WS /v1/agent`` (use it as ``async with``);
-        ``transport="http"`` a plain :class:`AsyncAgentClient`; None, the class it is called on."""
-        if transport not in (None, "http", "ws"):
-            raise ValueError(f"transport is 'http' (long-polling, canonical) or 'ws' (WS /v1/agent), "
-                             f"not {transport!r}")
-        if transport == "ws" and not getattr(cls, "websocket", False):
-            from ._ws import AsyncWsAgentClient
-
-            cls = AsyncWsAgentClient
-        elif transport == "http" and getattr(cls, "websocket", False):
-            cls = AsyncAgentClient
+             **httpx_kwargs: Any) -> Self:
+        """A client of this class with its own ``httpx.AsyncClient`` for the server at ``url`` (closed with the
+        client). :func:`warren_sim.client.open` picks the class by transport."""
         return cls(httpx.AsyncClient(base_url=url, timeout=timeout, **httpx_kwargs), retry=retry, owns_http=True)
 
     async def aclose(self) -> None:
@@ -89,19 +75,19 @@ class AsyncAgentClient:
         await self.aclose()
 
     async def _run(self, op: Op[T]) -> T:
-        return await drive(self.http, op)
+        return await drive(self.http, core.over_http(op, self.retry))
 
     # -- discovery -------------------------------------------------------------------------------------
     async def server_info(self) -> dict[str, Any]:
         """``GET /v1``: the protocol, the server and its endpoints."""
-        return await self._run(core.get_json("/v1", self.retry))
+        return await self._run(core.get_json("/v1"))
 
     async def list_scenarios(self) -> list[dict[str, Any]]:
-        return (await self._run(core.get_json("/v1/scenarios", self.retry)))["scenarios"]
+        return (await self._run(core.get_json("/v1/scenarios")))["scenarios"]
 
     async def describe_scenario(self, name: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """``GET /v1/scenarios/{name}``: roles, agents, objectives, parameters and the ``layout`` that ``params`` give."""
-        return await self._run(core.get_json(core.scenario_path(name, params), self.retry))
+        return await self._run(core.get_json(core.scenario_path(name, params)))
 
     # -- runs ------------------------------------------------------------------------------------------
     async def create_run(self, scenario: str, seed: int = 0, controlled_agents: core.ControlledAgents = (),
@@ -113,22 +99,22 @@ class AsyncAgentClient:
         return await self._run(core.create_run(scenario, seed, body))
 
     async def get_run(self, run_id: str) -> RunView:
-        return await self._run(core.run_op("GET", f"/v1/runs/{core.quote_segment(run_id)}", self.retry))
+        return await self._run(core.run_op("GET", core.run_path(run_id)))
 
     async def list_runs(self) -> list[RunView]:
-        return await self._run(core.list_runs(self.retry))
+        return await self._run(core.list_runs())
 
     async def start_run(self, run_id: str) -> RunView:
         """Start a created run now (its unclaimed controlled agents then do not block; they no-op)."""
-        return await self._run(core.run_op("POST", f"/v1/runs/{core.quote_segment(run_id)}/start", self.retry))
+        return await self._run(core.run_op("POST", core.run_path(run_id, "/start")))
 
     async def cancel_run(self, run_id: str) -> RunView:
-        return await self._run(core.run_op("DELETE", f"/v1/runs/{core.quote_segment(run_id)}", self.retry))
+        return await self._run(core.run_op("DELETE", core.run_path(run_id)))
 
     async def wait_run_ended(self, run_id: str, *, poll_interval: float = 0.05,
                              timeout: float | None = None) -> RunView:
         """Poll the run until it ends; raises :class:`WaitTimeout` after about ``timeout`` s of polling."""
-        return await self._run(core.wait_run_ended(run_id, self.retry, poll_interval, timeout))
+        return await self._run(core.wait_run_ended(run_id, poll_interval, timeout))
 
     # -- agents ----------------------------------------------------------------------------------------
     def claim(self, run_id: str, agent_id: str, lease: str | None = None) -> _Claiming:
@@ -143,7 +129,7 @@ class AsyncAgentClient:
         """Claim several controlled agents in one request (ids, ``"all"`` or ``{"role": ROLE}``), all or none:
         a handle per agent, each with a fresh lease of its own (``POST /v1/runs/{run}/claim``, a WARREN
         extension). Release them yourself (``agent.release()``) or let their leases expire."""
-        states = await self._run(core.claim_many(run_id, agents, self.retry))
+        states = await self._run(core.claim_many(run_id, agents))
         return [AsyncAgent(self, state) for state in states]
 
     async def poll_many(self, agents: Sequence[AsyncAgent], wait: float = 25.0,
@@ -152,10 +138,10 @@ class AsyncAgentClient:
         when none came (``POST /v1/runs/{run}/observations``, a WARREN extension; ~800 agents a request fit
         the 64 KiB body). Each agent's handle keeps its place as with ``agent.poll``. ``parts`` (e.g.
         ``["observation"]``) narrows the envelopes, sparing the server what is left out."""
-        return await self._run(core.poll_many([a._state for a in agents], wait, self.retry, parts))
+        return await self._run(core.poll_many([a._state for a in agents], wait, parts))
 
     async def _new_agent(self, run_id: str, agent_id: str, lease: str | None) -> AsyncAgent:
-        return AsyncAgent(self, await self._run(core.claim(run_id, agent_id, lease, self.retry)))
+        return AsyncAgent(self, await self._run(core.claim(core.AgentState(run_id, agent_id, lease or ""))))
 
 
 class _Claiming:
@@ -191,21 +177,17 @@ class AsyncAgent(core.AgentHandleBase):
     async def _run(self, op: Op[T]) -> T:
         return await self._client._run(op)
 
-    @property
-    def _retry(self) -> RetryPolicy:
-        return self._client.retry
-
     async def briefing(self, revision: int | None = None) -> dict[str, Any]:
         """The briefing, fetched once per revision and checked against its ``content_hash``."""
-        return await self._run(core.get_briefing(self._state, self._retry, revision))
+        return await self._run(core.get_briefing(self._state, revision))
 
     async def poll(self, wait: float = 0.0) -> Observation | None:
         """One long-poll of up to ``wait`` s: a new observation, or None. Raises :class:`RunEnded`."""
-        return await self._run(core.poll(self._state, wait, self._retry))
+        return await self._run(core.poll(self._state, wait))
 
     async def next_observation(self, wait: float = 25.0) -> Observation:
         """Long-poll (``wait`` s per request) until a new observation comes. Raises :class:`RunEnded`."""
-        return await self._run(core.next_observation(self._state, wait, self._retry))
+        return await self._run(core.next_observation(self._state, wait))
 
     def observations(self, wait: float = 25.0) -> _ObservationStream:
         """``async for obs in agent.observations():`` every new observation; ends when the run ends
@@ -224,25 +206,24 @@ class AsyncAgent(core.AgentHandleBase):
         ``next_observation()`` / ``observations()`` step then returns without a request (one request per
         decision instead of two; on a server without the extension it is simply polled)."""
         body = core.command_body(observation, command, command_id)
-        return await self._run(core.submit(self._state, body, self._retry, next_wait))
+        return await self._run(core.submit(self._state, body, next_wait))
 
     async def receipt(self, command_id: str) -> Receipt:
         """The command's receipt with its current outcome."""
-        return await self._run(core.get_receipt(self._state, command_id, self._retry))
+        return await self._run(core.get_receipt(self._state, command_id))
 
     async def wait_outcome(self, command_id: str, *, until: Iterable[str] | None = None,
                            poll_interval: float = 0.05, timeout: float | None = None) -> Receipt:
         """Poll the receipt until its outcome leaves ``pending`` (or reaches one of ``until``)."""
-        return await self._run(core.wait_outcome(self._state, command_id, until, self._retry, poll_interval,
-                                                 timeout))
+        return await self._run(core.wait_outcome(self._state, command_id, until, poll_interval, timeout))
 
     async def resume(self) -> None:
         """After a reconnect: claim again with the lease and have the outstanding envelope redelivered."""
-        await self._run(core.resume(self._state, self._retry))
+        await self._run(core.resume(self._state))
 
     async def release(self) -> None:
         """Free the agent now; the lease stops working."""
-        await self._run(core.release(self._state, self._retry))
+        await self._run(core.release(self._state))
 
     async def __aenter__(self) -> AsyncAgent:
         return self
@@ -251,7 +232,7 @@ class AsyncAgent(core.AgentHandleBase):
                         tb: TracebackType | None = None) -> None:
         with trio.CancelScope(shield=True):
             with trio.move_on_after(10):
-                await self._run(core.released_quietly(self._state, self._retry))
+                await self._run(core.released_quietly(self._state))
 
 
 class _ObservationStream:

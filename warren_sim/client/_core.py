@@ -1,24 +1,42 @@
 """The sans-IO core of the SDK: every operation once, as a generator that yields what it needs done.
 
-An operation (``get_run``, ``claim``, ``next_observation``, ``submit`` ...) is a generator that yields
-:class:`Call` (send this HTTP request, send me the ``httpx.Response`` back, or throw the
-``httpx.TransportError`` into me) and :class:`Sleep` (pause), and returns its result. The trio client
-(:mod:`._async`) and the blocking client (:mod:`._sync`) are thin drivers of these generators, so both
-behave identically by construction: same retries, same de-duplication, same errors.
+An operation (``get_run``, ``claim``, ``poll``, ``submit``, ``wait_outcome`` ...) is a generator that yields
+*effects* and returns its result; a driver performs the effects. There are three drivers, and none of them knows
+what an operation means:
 
-Rules the operations implement (warren-agent/0 and DESIGN section 3):
+* :mod:`._async` (trio) and :mod:`._sync` (blocking) carry every effect over HTTP, through :func:`over_http`
+  (retries, status and header checks, the strict JSON reader; written once, here);
+* :mod:`._ws` carries the agent effects over the JSON-RPC WebSocket ``WS /v1/agent`` (its connection is
+  :mod:`._ws_connection`) and the rest over HTTP (the binding has no run methods).
+
+The effects:
+
+* :class:`Request`: one agent request (claim, briefing, submit, receipt, release), named by its JSON-RPC method
+  with the same request over HTTP beside it (:class:`Call`); the driver sends back the result as JSON data, or
+  throws in the :class:`WarrenError` it came to.
+* :class:`Observe`: the agent's next envelope within ``wait`` s: a long-poll over HTTP, the pushed envelope over
+  the WebSocket; the driver sends back the envelope (or None: nothing came).
+* :class:`Call`: one HTTP-only request (runs, scenarios, the multi-agent extensions).
+* :class:`Sleep`: a pause; the driver sends back the seconds it paused (a ``wake`` agent's push may end it early).
+
+So every driver behaves identically by construction: same retries, same de-duplication by seq, the same
+receipt-id check, ``wait_outcome``, release on leaving ``with``, the same errors.
+
+Rules the operations implement (warren-agent/0; ``docs/client.md``):
 
 * Every request carries ``X-Warren-Protocol: warren-agent/0``; every successful response must carry it too,
   be strict JSON, and fit the protocol model, else :class:`ProtocolError`.
-* Transport errors are retried (with backoff) only where a retry cannot do harm: reads, polls, start, cancel,
-  a claim that resumes a known lease, and ``submit``, whose retries reuse the *same* command_id (the server
-  answers an already accepted id with ``duplicate``: exactly-once acceptance). Creating a run and a fresh
-  claim are never retried (a retry could create a second run, or find the agent held by the lease whose
+* Transport errors are retried (with backoff) only where a retry cannot do harm (:data:`Retry`): reads, polls,
+  start, cancel, a claim that resumes a known lease, and ``submit``, whose retries reuse the *same* command_id
+  (the server answers an already accepted id with ``duplicate``: exactly-once acceptance). Creating a run and a
+  fresh claim are never retried (a retry could create a second run, or find the agent held by the lease whose
   answer was lost).
-* Observations: a long-poll with ``after=<highest seq delivered>``; 204 means poll again; an envelope whose
-  seq was already delivered is dropped (at-least-once delivery, de-duplicated here) unless a redelivery was
-  asked for (:meth:`AgentState.redeliver`, armed by a resume), which polls with ``after=-1`` once.
+* Observations: ``after=<highest seq delivered>``; an envelope whose seq was already delivered is dropped
+  (at-least-once delivery, de-duplicated here: :func:`accept_envelope`) unless a redelivery was asked for
+  (:meth:`AgentState.redeliver`, armed by a resume).
 * The briefing is fetched once per revision and checked against its ``content_hash``.
+* A 410 carries the run's terminal status as data (``run_status``); from a server that leaves it out, the
+  operation asks ``GET /v1/runs/{run}`` (:func:`ended`).
 """
 
 from __future__ import annotations
@@ -26,8 +44,8 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Generator, Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Generator, Iterable, Iterator, Mapping
+from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
 import attrs
@@ -51,46 +69,99 @@ from ._exceptions import (
     NotFound,
     ProtocolError,
     RunEnded,
+    ServiceUnavailable,
     TooManyRequests,
     TransportError,
     WaitTimeout,
+    WarrenError,
     error_for_status,
 )
 from ._models import Observation
 
 T = TypeVar("T")
 
-#: The envelope's fields in wire order (a narrowed envelope is completed with empty parts in this order).
-ENVELOPE_FIELDS = ("run_id", "agent_id", "observation_id", "seq", "sim_time_ms", "reason", "deadline_unix",
-                   "briefing_revision", "observation", "text", "affordances")
+#: The parts a narrowed envelope may leave out (``poll_many(parts=)``), with what they read as when left out.
+OPTIONAL_PARTS: Mapping[str, Any] = {"observation": {}, "text": "", "affordances": []}
 #: Outcomes after which a command's outcome can still change (``wait_outcome`` waits past them by default).
 PENDING_OUTCOMES = frozenset({"pending"})
 #: Receipt statuses that mean "the server has accepted this command" (``duplicate``: accepted earlier).
 SUCCESS_STATUSES = frozenset({"accepted", "duplicate"})
 
+#: When a request is sent again after a transport error: ``safe`` (a retry cannot do harm: retried through a
+#: server restart, :attr:`RetryPolicy.reconnect_s`), ``brief`` (``attempts`` more tries, no more: a release on
+#: the way out), ``unsent`` (only if it never left: claiming several agents at once), ``never`` (creating a run).
+#: A fresh claim is ``safe``: if its first answer was lost after the server granted it, the retry meets 409 (the
+#: agent is held by a token we never saw, until that lease expires), which is no worse than giving up at once,
+#: and a connection reset before the server read it (the common case) is simply ridden out. A 503 (nothing was
+#: done) is retried after its Retry-After whatever the request.
+Retry = Literal["safe", "brief", "unsent", "never"]
 
-@attrs.frozen
+
+@attrs.define
 class Call:
-    """One HTTP request to make. ``read_timeout`` overrides the client's (long-polls need wait + margin)."""
+    """One HTTP request. ``read_timeout`` overrides the client's (long-polls need wait + margin); ``expect`` are
+    the success statuses; ``gone_ok`` the errors that, on a retry, mean the first try got through."""
 
     method: str
     path: str
     params: Mapping[str, str | int | float] = attrs.field(factory=dict)
     json: Any = None
     read_timeout: float | None = None
+    expect: tuple[int, ...] = (200,)
+    retry: Retry = "safe"
+    gone_ok: tuple[type[WarrenError], ...] = ()
 
     def describe(self) -> str:
         return f"{self.method} {self.path}"
 
 
-@attrs.frozen
+@attrs.define
+class Request:
+    """One agent request of warren-agent/0: ``rpc`` is its method on the WebSocket binding (params: the agent,
+    its lease, read when it is sent, and ``args``), ``http`` the same request over HTTP."""
+
+    rpc: str
+    state: AgentState
+    http: Call
+    args: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def rpc_params(self) -> dict[str, Any]:
+        s = self.state
+        return {"run_id": s.run_id, "agent_id": s.agent_id, **({"lease": s.lease} if s.lease else {}), **self.args}
+
+
+@attrs.define
+class Observe:
+    """The agent's next envelope within ``wait`` s (``redelivery``: the outstanding one again, even if seen)."""
+
+    state: AgentState
+    wait: float
+    redelivery: bool
+
+    @property
+    def http(self) -> Call:
+        """The long-poll that asks for it over HTTP (made only there: the WebSocket waits for a push)."""
+        s = self.state
+        return Call("GET", s.path("/observations"), read_timeout=self.wait + 15.0, expect=(200, 204),
+                    params={"after": -1 if self.redelivery else s.delivered_seq, "wait": self.wait, **s.auth})
+
+
+@attrs.define
 class Sleep:
-    """Pause for ``seconds`` before going on."""
+    """Pause for ``seconds``; a push for ``wake``'s agent may end the pause early (over the WebSocket)."""
 
     seconds: float
+    wake: AgentState | None = None
 
 
-Op = Generator[Call | Sleep, Any, T]
+#: Effects are made per request, so they are plain ``attrs.define`` classes: frozen ones cost twice as much to
+#: make. Nothing changes an effect once it is yielded.
+Effect = Request | Observe | Call | Sleep
+#: An operation: yields effects, is sent their results, returns its own.
+Op = Generator[Effect, Any, T]
+#: What :func:`over_http` makes of an operation: yields the Calls to send (sent back the ``httpx.Response``, or
+#: thrown in the ``httpx.TransportError``) and the Sleeps; the HTTP drivers run these.
+HttpOp = Generator[Call | Sleep, Any, T]
 
 
 @attrs.frozen
@@ -99,7 +170,7 @@ class RetryPolicy:
     ``backoff * factor**n`` (at most ``max_backoff``) seconds before try n+1, or a 429's ``Retry-After`` (at most
     ``max_retry_after``).
 
-    A transport error (the server went away: a restart, DESIGN section 11) is retried beyond ``attempts`` for as
+    A transport error (the server went away: a restart: docs/reliability.md) is retried beyond ``attempts`` for as
     long as the pauses so far add up to less than ``reconnect_s`` (default 60 s), then fails with a
     :class:`TransportError` that says how long it tried. A restarted server resumes the run and its leases, so the
     retried request simply goes on.
@@ -190,7 +261,7 @@ def check(response: httpx.Response, call: Call, expect: Iterable[int]) -> httpx.
     status = response.status_code
     if status >= 400:
         error = error_for_status(status, _problem_of(response), call.describe())
-        if isinstance(error, TooManyRequests):
+        if isinstance(error, TooManyRequests | ServiceUnavailable):
             error.retry_after = _retry_after(response)
         raise error
     expected = tuple(expect)
@@ -225,11 +296,14 @@ def model(data: Any, cls: type[T], call: Call | str) -> T:
         raise ProtocolError(f"{where}: the body does not fit {getattr(cls, 'WIRE_NAME', cls)}: {exc}") from None
 
 
-def exchange(call: Call, expect: Iterable[int] = (200,), retry: RetryPolicy = NO_RETRY, *,
-             unsent_only: bool = False) -> Op[httpx.Response]:
-    """Send ``call`` and check the response; retry transport errors and 429s (after their Retry-After, at
-    most ``retry.max_retry_after`` s) per ``retry``. With ``unsent_only`` only a failed connection is retried
-    (the request never left: safe even for a call that is not idempotent); any other transport error is final."""
+def exchange(call: Call, retry: RetryPolicy) -> HttpOp[httpx.Response | None]:
+    """Send ``call`` and check the response; retry transport errors and 429s (after their Retry-After, at most
+    ``retry.max_retry_after`` s) as ``call.retry`` allows (:data:`Retry`). None when a retry met one of
+    ``call.gone_ok``: the first try got through."""
+    if call.retry == "never":
+        retry = NO_RETRY
+    elif call.retry == "brief":
+        retry = attrs.evolve(retry, reconnect_s=0.0)
     attempt = 0
     waited = 0.0
     while True:
@@ -237,7 +311,7 @@ def exchange(call: Call, expect: Iterable[int] = (200,), retry: RetryPolicy = NO
             response = yield call
         except httpx.TransportError as exc:
             pause = retry.delay(attempt)
-            if (unsent_only and not isinstance(exc, httpx.ConnectError)) or (
+            if (call.retry == "unsent" and not isinstance(exc, httpx.ConnectError)) or (
                     attempt >= retry.attempts and waited + pause > retry.reconnect_s):
                 tries = f" (after {attempt + 1} tries over {waited:.1f} s)" if attempt else ""
                 raise TransportError(f"{call.describe()} failed{tries}: {type(exc).__name__}: {exc}; is the "
@@ -248,54 +322,118 @@ def exchange(call: Call, expect: Iterable[int] = (200,), retry: RetryPolicy = NO
             attempt += 1
             continue
         try:
-            return check(response, call, expect)
-        except TooManyRequests as exc:
-            if attempt >= retry.attempts:
+            return check(response, call, call.expect)
+        except (TooManyRequests, ServiceUnavailable) as exc:
+            if attempt >= retry.attempts or (call.retry == "never" and isinstance(exc, TooManyRequests)):
                 raise
             pause = retry.delay(attempt) if exc.retry_after is None else exc.retry_after
             yield Sleep(min(pause, retry.max_retry_after))
             attempt += 1
+        except call.gone_ok:
+            if attempt == 0:
+                raise
+            return None
+
+
+def http_call(call: Call, retry: RetryPolicy) -> HttpOp[Any]:
+    """``call`` over HTTP: its body as strict JSON, or None (a 204, or a retry that found the work done)."""
+    response = yield from exchange(call, retry)
+    if response is None or response.status_code == 204:
+        return None
+    return json_body(response, call)
+
+
+class Steps(Generic[T]):
+    """An operation as a driver steps through it: iterate for its effects, answer each one with :meth:`send`
+    (its result) or :meth:`throw` (its error) before the next; :attr:`result` is what the operation returned.
+    Used as ``with``, it closes the operation if the driver stops early (cancelled, or an error of its own)."""
+
+    def __init__(self, op: Generator[Any, Any, T]) -> None:
+        self._op = op
+        self._reply: Any = None
+        self._error: BaseException | None = None
+        self.result: T
+
+    def __iter__(self) -> Iterator[Any]:
+        op = self._op
+        try:
+            while True:
+                if self._error is None:
+                    effect = op.send(self._reply)
+                else:
+                    error, self._error = self._error, None
+                    effect = op.throw(error)
+                self._reply = None
+                yield effect
+        except StopIteration as stop:  # the operation returned: so does this iterator (no second exception)
+            self.result = stop.value
+
+    def send(self, reply: Any) -> None:
+        self._reply = reply
+
+    def throw(self, error: BaseException) -> None:
+        self._error = error
+
+    def __enter__(self) -> Steps[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._op.close()
+
+
+def over_http(op: Op[T], retry: RetryPolicy) -> HttpOp[T]:
+    """``op`` with every effect carried over HTTP: a :class:`Request` or :class:`Observe` as its ``http`` call,
+    retried per ``retry`` (:func:`http_call`), its JSON (or the error) handed back to ``op``."""
+    with Steps(op) as steps:
+        for effect in steps:
+            if isinstance(effect, Sleep):
+                steps.send((yield effect))
+                continue
+            try:
+                steps.send((yield from http_call(effect if isinstance(effect, Call) else effect.http, retry)))
+            except WarrenError as exc:
+                steps.throw(exc)
+    return steps.result
 
 
 # --------------------------------------------------------------------------------------------- runs
 
 
-def get_json(path: str, retry: RetryPolicy) -> Op[Any]:
-    call = Call("GET", path)
-    response = yield from exchange(call, retry=retry)
-    return json_body(response, call)
+def get_json(path: str) -> Op[Any]:
+    return (yield Call("GET", path))
 
 
-def run_op(method: str, path: str, retry: RetryPolicy, expect: int = 200, **kw: Any) -> Op[RunView]:
+def run_op(method: str, path: str, **kw: Any) -> Op[RunView]:
     call = Call(method, path, **kw)
-    response = yield from exchange(call, (expect,), retry)
-    return model(json_body(response, call), RunView, call)
+    return model((yield call), RunView, call)
+
+
+def run_path(run_id: str, tail: str = "") -> str:
+    return f"/v1/runs/{quote_segment(run_id)}{tail}"
 
 
 def create_run(scenario: str, seed: int, body: dict[str, Any]) -> Op[RunView]:
-    return (yield from run_op("POST", "/v1/runs", NO_RETRY, 201, params={"scenario": scenario, "seed": seed},
-                              json=body))
+    return (yield from run_op("POST", "/v1/runs", expect=(201,), retry="never",
+                              params={"scenario": scenario, "seed": seed}, json=body))
 
 
-def list_runs(retry: RetryPolicy) -> Op[list[RunView]]:
+def list_runs() -> Op[list[RunView]]:
     call = Call("GET", "/v1/runs")
-    response = yield from exchange(call, retry=retry)
-    data = json_body(response, call)
+    data = yield call
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
         raise ProtocolError(f"{call.describe()}: expected an object with a 'runs' array")
     return [model(item, RunView, call) for item in data["runs"]]
 
 
-def wait_run_ended(run_id: str, retry: RetryPolicy, poll_interval: float, timeout: float | None) -> Op[RunView]:
+def wait_run_ended(run_id: str, poll_interval: float, timeout: float | None) -> Op[RunView]:
     waited = 0.0
     while True:
-        view = yield from run_op("GET", f"/v1/runs/{quote_segment(run_id)}", retry)
+        view = yield from run_op("GET", run_path(run_id))
         if view.status in TERMINAL_RUN_STATUSES:
             return view
         if timeout is not None and waited >= timeout:
             raise WaitTimeout(f"{run_id} is still {view.status} after about {timeout:g} s of polling")
-        yield Sleep(poll_interval)
-        waited += poll_interval
+        waited += yield Sleep(poll_interval)
 
 
 # --------------------------------------------------------------------------------------------- agents
@@ -303,61 +441,92 @@ def wait_run_ended(run_id: str, retry: RetryPolicy, poll_interval: float, timeou
 
 @attrs.define(eq=False)
 class AgentState:
-    """What the SDK remembers about one claimed agent (shared by its sync and async handles)."""
+    """What the SDK remembers about one claimed agent (shared by the handles of every driver)."""
 
     run_id: str
     agent_id: str
+    #: The lease token ("" until a fresh claim is answered).
     lease: str
-    briefing_revision: int
+    briefing_revision: int = 1
     resumed: bool = False
     #: Highest seq handed to the caller; polls ask for ``after`` it.
     delivered_seq: int = -1
-    #: When set, the next poll asks for ``after=-1`` and hands out the outstanding envelope even if seen.
+    #: When set, the next poll hands out the outstanding envelope even if it was delivered already.
     redelivery: bool = False
     briefing: dict[str, Any] | None = None
-    #: The run's terminal status once the SDK has seen it end (410), else None.
+    #: The run's terminal status once the SDK has seen it end (410, or a pushed ``run.status``), else None.
     run_status: str | None = None
     released: bool = False
     detached: bool = False
     #: An envelope that came with a receipt (``submit(..., next_wait=)``), handed out by the next poll
     #: without a request.
     prefetched: dict[str, Any] | None = None
+    #: ``/v1/runs/{run}/agents/{agent}``, quoted once (every request of the agent starts with it).
+    _base: str = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._base = agent_path(self.run_id, self.agent_id)
 
     def redeliver(self) -> None:
         """Make the next poll hand out the outstanding envelope again, even if it was delivered already."""
         self.redelivery = True
 
     def path(self, tail: str) -> str:
-        return agent_path(self.run_id, self.agent_id, tail)
+        return self._base + tail
 
     @property
     def auth(self) -> dict[str, str]:
         return {"lease": self.lease}
 
 
-def _ended(exc: RunEnded, run_id: str, retry: RetryPolicy) -> Op[RunEnded]:
-    """Fill in the terminal status of a 410 whose detail did not name it, from the run itself."""
+def ended(exc: RunEnded, run_id: str, states: Iterable[AgentState] = ()) -> Op[RunEnded]:
+    """A 410 as it is raised: its terminal status, from the run itself (``GET /v1/runs/{run}``) when the server
+    sent no ``run_status`` member, recorded on ``states``."""
     if exc.status is None:
         try:
-            view = yield from run_op("GET", f"/v1/runs/{quote_segment(run_id)}", retry)
-        except Exception:  # noqa: BLE001 - best effort: the 410 itself is the answer
-            return exc
-        if view.status in TERMINAL_RUN_STATUSES:
+            view = yield from run_op("GET", run_path(run_id))
+        except WarrenError:  # best effort: the 410 itself is the answer
+            view = None
+        if view is not None and view.status in TERMINAL_RUN_STATUSES:
             exc.status = view.status
+    for state in states:
+        state.run_status = exc.status or "ended"
     return exc
 
 
-def claim(run_id: str, agent_id: str, lease: str | None, retry: RetryPolicy) -> Op[AgentState]:
-    params = {"lease": lease} if lease else {}
-    call = Call("POST", agent_path(run_id, agent_id, "/claim"), params=params)
+def run_ended(state: AgentState, detail: str = "") -> RunEnded:
+    """The 410 a handle raises by itself, once it knows that the run has ended (``state.run_status``)."""
+    status = state.run_status if state.run_status in TERMINAL_RUN_STATUSES else None
+    detail = detail or (f"{state.run_id} has ended" + (f" with status {status}" if status else "")
+                        + "; there will be no more observations")
+    problem = {"type": "about:blank", "title": "Gone", "status": 410, "detail": detail,
+               **({"run_status": status} if status else {})}
+    return RunEnded(410, problem, "observations")
+
+
+def claim(state: AgentState) -> Op[AgentState]:
+    """Claim ``state``'s agent: afresh (``state.lease`` is ""), or with its saved lease (a resume)."""
+    lease = state.lease
+    call = Call("POST", state.path("/claim"), params={"lease": lease} if lease else {}, retry="safe")
     try:
-        # Resuming a known lease is idempotent; a fresh claim whose answer is lost would leave the agent held
-        # by a token we never saw, so it is retried only while the server cannot be reached (a restart).
-        response = yield from exchange(call, retry=retry, unsent_only=not lease)
+        got = yield Request("agent.claim", state, call)
     except RunEnded as exc:
-        raise (yield from _ended(exc, run_id, retry)) from None
-    got = model(json_body(response, call), ClaimResponse, call)
-    return AgentState(run_id, agent_id, got.lease, got.briefing_revision, resumed=bool(lease) and got.lease == lease)
+        raise (yield from ended(exc, state.run_id)) from None
+    accept_claim(state, got, lease, call.describe())
+    return state
+
+
+def accept_claim(state: AgentState, got: Any, lease: str, where: str) -> None:
+    """Fold a claim's answer (``{lease, briefing_revision}``) into ``state``; ``lease`` is the token the claim
+    sent ("" for a fresh claim)."""
+    if isinstance(got, dict):  # the WebSocket binding says whether it resumed: we know, from the token
+        got = {k: v for k, v in got.items() if k != "resumed"}
+    fresh = model(got, ClaimResponse, where)
+    # A lease that expired meanwhile is replaced by a fresh token: the agent is ours again all the same.
+    state.resumed = bool(lease) and fresh.lease == lease
+    state.lease = fresh.lease
+    state.briefing_revision = max(state.briefing_revision, fresh.briefing_revision)
+    state.released = False
 
 
 def selector_json(agents: ControlledAgents) -> Any:
@@ -371,26 +540,21 @@ def selector_json(agents: ControlledAgents) -> Any:
     return list(agents)
 
 
-def claim_many(run_id: str, agents: ControlledAgents, retry: RetryPolicy) -> Op[list[AgentState]]:
+def claim_many(run_id: str, agents: ControlledAgents) -> Op[list[AgentState]]:
     """Fresh leases on several controlled agents in one request (``POST /v1/runs/{run}/claim``, a WARREN
     extension), all or none. Like a fresh claim, retried only while the server cannot be reached."""
-    call = Call("POST", f"/v1/runs/{quote_segment(run_id)}/claim", json={"agents": selector_json(agents)})
+    call = Call("POST", run_path(run_id, "/claim"), json={"agents": selector_json(agents)}, retry="unsent")
     try:
-        response = yield from exchange(call, retry=retry, unsent_only=True)
+        data = yield call
     except RunEnded as exc:
-        raise (yield from _ended(exc, run_id, retry)) from None
-    got = model(json_body(response, call), BulkClaimResponse, call)
+        raise (yield from ended(exc, run_id)) from None
+    got = model(data, BulkClaimResponse, call)
     return [AgentState(run_id, aid, token, got.briefing_revision) for aid, token in got.leases.items()]
 
 
-def resume(state: AgentState, retry: RetryPolicy) -> Op[None]:
+def resume(state: AgentState) -> Op[None]:
     """Claim again with the saved lease (after a reconnect) and arm the redelivery of the outstanding envelope."""
-    fresh = yield from claim(state.run_id, state.agent_id, state.lease, retry)
-    # A lease that expired meanwhile is replaced by a fresh token: the agent is ours again all the same.
-    state.resumed = fresh.lease == state.lease
-    state.lease = fresh.lease
-    state.briefing_revision = max(state.briefing_revision, fresh.briefing_revision)
-    state.released = False
+    yield from claim(state)
     state.redeliver()
 
 
@@ -400,24 +564,15 @@ def briefing_hash(briefing: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
 
 
-def get_briefing(state: AgentState, retry: RetryPolicy, revision: int | None = None) -> Op[dict[str, Any]]:
-    cached = cached_briefing(state, revision)
-    if cached is not None:
-        return cached
-    call = Call("GET", state.path("/briefing"), params=state.auth)
-    response = yield from exchange(call, retry=retry)
-    return accept_briefing(state, json_body(response, call), call.describe())
-
-
-def cached_briefing(state: AgentState, revision: int | None) -> dict[str, Any] | None:
-    """The briefing already fetched, if it is at least the revision wanted (and the newest one announced)."""
+def get_briefing(state: AgentState, revision: int | None = None) -> Op[dict[str, Any]]:
+    """The briefing: the one fetched already if it is at least the revision wanted (and the newest announced)."""
     wanted = max(revision or 0, state.briefing_revision)
     cached = state.briefing
-    return cached if cached is not None and cached.get("revision", 0) >= wanted else None
-
-
-def accept_briefing(state: AgentState, data: Any, where: str) -> dict[str, Any]:
-    """Check a fetched briefing (an object whose ``content_hash`` is right, with a revision) and cache it."""
+    if cached is not None and cached.get("revision", 0) >= wanted:
+        return cached
+    request = Request("agent.briefing", state, Call("GET", state.path("/briefing"), params=state.auth))
+    data = yield request
+    where = request.http.describe()
     if not isinstance(data, dict):
         raise ProtocolError(f"{where}: the briefing must be a JSON object")
     given, computed = data.get("content_hash"), briefing_hash(data)
@@ -432,71 +587,60 @@ def accept_briefing(state: AgentState, data: Any, where: str) -> dict[str, Any]:
     return data
 
 
-def poll(state: AgentState, wait: float, retry: RetryPolicy) -> Op[Observation | None]:
-    """One long-poll: an observation not yet delivered, or None (204, or a redelivery that was dropped)."""
-    redelivery = state.redelivery
-    if state.prefetched is not None and not redelivery:
-        data, state.prefetched = state.prefetched, None
-        obs = accept_envelope(state, data, "the receipt's next_observation")
-        if obs is not None:
-            return obs
-    after = -1 if redelivery else state.delivered_seq
-    call = Call("GET", state.path("/observations"), params={"after": after, "wait": wait, **state.auth},
-                read_timeout=wait + 15.0)
-    try:
-        response = yield from exchange(call, (200, 204), retry)
-    except RunEnded as exc:
-        exc = yield from _ended(exc, state.run_id, retry)
-        state.run_status = exc.status or "ended"
-        raise exc from None
-    state.redelivery = False
-    if response.status_code == 204:
+def _prefetched(state: AgentState) -> Observation | None:
+    """The envelope kept from ``submit(next_wait=)``, handed out without a request (unless a redelivery is due)."""
+    if state.prefetched is None or state.redelivery:
         return None
-    return accept_envelope(state, json_body(response, call), call.describe(), redelivery)
+    data, state.prefetched = state.prefetched, None
+    return accept_envelope(state, data, "the receipt's next_observation")
 
 
-def poll_many(states: list[AgentState], wait: float, retry: RetryPolicy, parts: Iterable[str] | None = None
-              ) -> Op[list[Observation]]:
+def poll(state: AgentState, wait: float) -> Op[Observation | None]:
+    """One wait of up to ``wait`` s: an observation not yet delivered, or None (nothing came, or only a
+    redelivered envelope, dropped)."""
+    kept = _prefetched(state)
+    if kept is not None:
+        return kept
+    redelivery = state.redelivery
+    try:
+        data = yield Observe(state, wait, redelivery)
+    except RunEnded as exc:
+        raise (yield from ended(exc, state.run_id, [state])) from None
+    state.redelivery = False
+    return None if data is None else accept_envelope(state, data, f"GET {state.path('/observations')}", redelivery)
+
+
+def poll_many(states: list[AgentState], wait: float, parts: Iterable[str] | None = None) -> Op[list[Observation]]:
     """One long-poll for several agents of one run (``POST /v1/runs/{run}/observations``, a WARREN extension):
     the new observations among them, each handed to its agent's state as a single poll would (after=
     its delivered seq, duplicates dropped); ``[]`` on 204. Envelopes kept from ``submit(next_wait=)`` come
     first, without asking for them again. ``parts`` narrows the envelopes (the server then spares building
-    what is left out); a part left out reads as empty (``text ""``, ``affordances []``, ``observation {}``)."""
+    what is left out); a part left out reads as empty (:data:`OPTIONAL_PARTS`)."""
     if not states:
         return []
     run_id = states[0].run_id
     if any(st.run_id != run_id for st in states):
         raise ValueError("poll_many polls the agents of one run; these belong to "
                          + ", ".join(sorted({st.run_id for st in states})))
-    by_id = {st.agent_id: st for st in states}
-    kept = []
-    for st in states:
-        if st.prefetched is not None and not st.redelivery:
-            data, st.prefetched = st.prefetched, None
-            obs = accept_envelope(st, data, "the receipt's next_observation")
-            if obs is not None:
-                kept.append(obs)
+    kept = [obs for obs in map(_prefetched, states) if obs is not None]
     if kept:
         return kept
     after = {st.agent_id: -1 if st.redelivery else st.delivered_seq for st in states}
     body: dict[str, Any] = {"leases": {st.agent_id: st.lease for st in states}, "after": after}
     if parts is not None:
         body["parts"] = list(parts)
-    call = Call("POST", f"/v1/runs/{quote_segment(run_id)}/observations", params={"wait": wait}, json=body,
-                read_timeout=wait + 15.0)
+    call = Call("POST", run_path(run_id, "/observations"), params={"wait": wait}, json=body,
+                read_timeout=wait + 15.0, expect=(200, 204))
     try:
-        response = yield from exchange(call, (200, 204), retry)
+        data = yield call
     except RunEnded as exc:
-        exc = yield from _ended(exc, run_id, retry)
-        for st in states:
-            st.run_status = exc.status or "ended"
-        raise exc from None
-    if response.status_code == 204:
+        raise (yield from ended(exc, run_id, states)) from None
+    if data is None:
         return []
-    data = json_body(response, call)
     envelopes = data.get("observations") if isinstance(data, dict) else None
     if not isinstance(envelopes, list):
         raise ProtocolError(f"{call.describe()}: the body must be {{\"observations\": [envelopes]}}")
+    by_id = {st.agent_id: st for st in states}
     out = []
     for env in envelopes:
         owner = by_id.get(str(env.get("agent_id"))) if isinstance(env, dict) else None
@@ -504,8 +648,7 @@ def poll_many(states: list[AgentState], wait: float, retry: RetryPolicy, parts: 
             raise ProtocolError(f"{call.describe()}: got an envelope for an agent that was not polled")
         redelivery, owner.redelivery = owner.redelivery, False
         if parts is not None:
-            env = {"observation": {}, "text": "", "affordances": [], **env}
-            env = {k: env[k] for k in ENVELOPE_FIELDS if k in env}
+            env = {**OPTIONAL_PARTS, **env}
         obs = accept_envelope(owner, env, call.describe(), redelivery)
         if obs is not None:
             out.append(obs)
@@ -513,8 +656,9 @@ def poll_many(states: list[AgentState], wait: float, retry: RetryPolicy, parts: 
 
 
 def accept_envelope(state: AgentState, data: Any, where: str, redelivery: bool = False) -> Observation | None:
-    """An envelope received for ``state``'s agent, or None when it was handed out already (at-least-once)."""
-    obs = model(data, Observation, where)
+    """An envelope received for ``state``'s agent (JSON, or already an :class:`Observation`), or None when it
+    was handed out already (at-least-once delivery) and no redelivery was asked for."""
+    obs = data if isinstance(data, Observation) else model(data, Observation, where)
     if obs.agent_id != state.agent_id or obs.run_id != state.run_id:
         raise ProtocolError(f"{where}: got an envelope for {obs.run_id}/{obs.agent_id}")
     if obs.seq <= state.delivered_seq and not redelivery:
@@ -524,10 +668,9 @@ def accept_envelope(state: AgentState, data: Any, where: str, redelivery: bool =
     return obs
 
 
-def next_observation(state: AgentState, wait: float, retry: RetryPolicy, idle_pause: float = 0.05
-                     ) -> Op[Observation]:
+def next_observation(state: AgentState, wait: float, idle_pause: float = 0.05) -> Op[Observation]:
     while True:
-        obs = yield from poll(state, wait, retry)
+        obs = yield from poll(state, wait)
         if obs is not None:
             return obs
         if wait <= 0:
@@ -547,89 +690,71 @@ def command_body(observation: Any, command: Mapping[str, Any], command_id: str |
     return {"command_id": cid, "observation_id": observation_id, **body}
 
 
-def submit(state: AgentState, body: dict[str, Any], retry: RetryPolicy, next_wait: float | None = None
-           ) -> Op[Receipt]:
-    """POST the command; transport errors are retried with the same command_id, so an acceptance whose answer
+def submit(state: AgentState, body: dict[str, Any], next_wait: float | None = None) -> Op[Receipt]:
+    """Send the command; transport errors are retried with the same command_id, so an acceptance whose answer
     was lost comes back as ``duplicate`` (the original receipt) instead of a second acceptance.
 
-    With ``next_wait`` the request asks for the agent's next envelope in the same reply (``?wait=``, a WARREN
-    extension): it is kept and handed out by the next poll without a request. A server without the
-    extension leaves ``next_observation`` out, and the next poll simply asks it."""
+    With ``next_wait`` the HTTP request asks for the agent's next envelope in the same reply (``?wait=``, a
+    WARREN extension): it is kept and handed out by the next poll without a request. A server without the
+    extension leaves ``next_observation`` out, and the next poll simply asks it; over the WebSocket the next
+    envelope is pushed anyway."""
     params: dict[str, str | int | float] = dict(state.auth)
     if next_wait is not None:
         params["wait"] = next_wait
-    call = Call("POST", state.path("/commands"), params=params, json=body,
-                read_timeout=None if next_wait is None else next_wait + 15.0)
+    request = Request("agent.submit", state, Call("POST", state.path("/commands"), params=params, json=body,
+                                                  read_timeout=None if next_wait is None else next_wait + 15.0),
+                      {"command": body})
     try:
-        response = yield from exchange(call, retry=retry)
+        data = yield request
     except RunEnded as exc:
-        exc = yield from _ended(exc, state.run_id, retry)
-        state.run_status = exc.status or "ended"
-        raise exc from None
-    data = json_body(response, call)
+        raise (yield from ended(exc, state.run_id, [state])) from None
     if isinstance(data, dict) and "next_observation" in data:
         data = dict(data)
         nxt = data.pop("next_observation")
         if nxt is not None and next_wait is not None:
             state.prefetched = nxt
-    receipt = model(data, Receipt, call)
+    receipt = model(data, Receipt, request.http)
     if receipt.command_id != body["command_id"]:
-        raise ProtocolError(f"{call.describe()}: the receipt is for {receipt.command_id!r}, "
+        raise ProtocolError(f"{request.http.describe()}: the receipt is for {receipt.command_id!r}, "
                             f"not {body['command_id']!r}")
     return receipt
 
 
-def get_receipt(state: AgentState, command_id: str, retry: RetryPolicy) -> Op[Receipt]:
+def get_receipt(state: AgentState, command_id: str) -> Op[Receipt]:
     call = Call("GET", state.path(f"/commands/{quote_segment(command_id)}"), params=state.auth)
-    response = yield from exchange(call, retry=retry)
-    return model(json_body(response, call), Receipt, call)
+    return model((yield Request("agent.receipt", state, call, {"command_id": command_id})), Receipt, call)
 
 
-def wait_outcome(state: AgentState, command_id: str, until: Iterable[str] | None, retry: RetryPolicy,
-                 poll_interval: float, timeout: float | None) -> Op[Receipt]:
-    """Poll the receipt until its outcome is in ``until`` (default: anything but ``pending``)."""
+def wait_outcome(state: AgentState, command_id: str, until: Iterable[str] | None, poll_interval: float,
+                 timeout: float | None) -> Op[Receipt]:
+    """Read the receipt until its outcome is in ``until`` (default: anything but ``pending``); a pushed
+    ``outcome`` for the agent ends a pause early (over the WebSocket)."""
     wanted = None if until is None else frozenset(until)
     waited = 0.0
     while True:
-        receipt = yield from get_receipt(state, command_id, retry)
+        receipt = yield from get_receipt(state, command_id)
         done = receipt.outcome not in PENDING_OUTCOMES if wanted is None else receipt.outcome in wanted
         if done or (receipt.status not in SUCCESS_STATUSES):
             return receipt
         if timeout is not None and waited >= timeout:
             raise WaitTimeout(f"command {command_id!r} still has outcome {receipt.outcome!r} after about "
                               f"{timeout:g} s of polling")
-        yield Sleep(poll_interval)
-        waited += poll_interval
+        waited += yield Sleep(poll_interval, wake=state)
 
 
-def release(state: AgentState, retry: RetryPolicy) -> Op[None]:
+def release(state: AgentState) -> Op[None]:
     """Free the agent. A retry that finds the lease gone (403) means the first try got through."""
-    call = Call("POST", state.path("/release"), params=state.auth)
-    attempt = 0
-    while True:
-        try:
-            response = yield call
-        except httpx.TransportError as exc:
-            if attempt >= retry.attempts:
-                raise TransportError(f"{call.describe()} failed: {type(exc).__name__}: {exc}") from exc
-            yield Sleep(retry.delay(attempt))
-            attempt += 1
-            continue
-        try:
-            check(response, call, (200,))
-        except LeaseRejected:
-            if attempt == 0:
-                raise
-        break
+    call = Call("POST", state.path("/release"), params=state.auth, retry="brief", gone_ok=(LeaseRejected,))
+    yield Request("agent.release", state, call)
     state.released = True
 
 
-def released_quietly(state: AgentState, retry: RetryPolicy) -> Op[None]:
+def released_quietly(state: AgentState) -> Op[None]:
     """Release on leaving a ``with`` block: nothing to do if already released, detached or the run is gone."""
     if state.released or state.detached:
         return
     try:
-        yield from release(state, retry)
+        yield from release(state)
     except (RunEnded, LeaseError, NotFound, TransportError, ProtocolError):
         state.released = True  # best effort: the lease is gone, or will expire on its own
 

@@ -17,12 +17,13 @@ The hierarchy (catch a branch to handle all of it)::
     │   │   └── LeaseRejected       403  wrong, released or expired lease: resume with yours, or claim
     │   ├── NotFound                404  unknown run, agent, command, scenario
     │   ├── Conflict                409  protocol mismatch, agent held by another lease, agent not controlled
-    │   ├── RunEnded                410  the run has ended; ``status`` is its terminal status
+    │   ├── RunEnded                410  the run has ended; ``status`` is its terminal status (data)
     │   ├── PayloadTooLarge         413
     │   ├── UnprocessableCommand    422  command_id/observation_id not strings: the command cannot be
     │   │                                deduplicated, so the server did not judge it
     │   ├── TooManyRequests         429  a server cap (live runs, long-polls per lease); ``retry_after`` s
     │   └── InternalServerError     5xx  a bug in the server
+    │       └── ServiceUnavailable  503  nothing was done; ``retry_after`` s (the SDK retries it)
     └── WaitTimeout                 ``wait_outcome``/``wait_run_ended`` gave up (also a ``TimeoutError``)
 
 Verdicts are not exceptions: a ``rejected``, ``stale`` or ``expired`` receipt is an ordinary answer (HTTP 200)
@@ -31,7 +32,6 @@ that says why; ``duplicate`` is success (the command had been accepted; the rece
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from warren_sim.protocol.models import TERMINAL_RUN_STATUSES
@@ -49,6 +49,7 @@ __all__ = [
     "ProtocolError",
     "RunEnded",
     "ServerError",
+    "ServiceUnavailable",
     "TooManyRequests",
     "TransportError",
     "UnprocessableCommand",
@@ -122,18 +123,19 @@ class Conflict(ServerError):
     """409: protocol mismatch, the agent is held by another live lease, or it is not a controlled agent."""
 
 
-#: "... has ended with status <terminal status> ...", as the server words a 410
-_TERMINAL = re.compile(r"\bstatus (" + "|".join(sorted(TERMINAL_RUN_STATUSES)) + r")\b")
-
-
 class RunEnded(ServerError):
     """410: the run has ended. ``status`` is its terminal status (``completed``, ``failed``, ``cancelled``,
-    ``crashed``), read from the problem detail, or from the run itself when the detail does not say."""
+    ``crashed``), read from the problem's ``run_status`` member (over the WebSocket: the error's
+    ``data.run_status``), never from the prose of its detail.
+
+    A server that does not send the member leaves ``status`` None here; an agent operation that meets such a 410
+    then asks the run itself (``GET /v1/runs/{run}``) and fills ``status`` in before raising, so ``status`` is
+    None only when that failed too (the handle's ``run_status`` then reads ``"ended"``)."""
 
     def __init__(self, status_code: int, problem: dict[str, Any], request: str = "") -> None:
         super().__init__(status_code, problem, request)
-        match = _TERMINAL.search(self.detail)
-        self.status: str | None = match.group(1) if match else None
+        status = problem.get("run_status")
+        self.status: str | None = status if status in TERMINAL_RUN_STATUSES else None
 
 
 class PayloadTooLarge(ServerError):
@@ -158,6 +160,17 @@ class InternalServerError(ServerError):
     """5xx: the server failed; this is a server bug, not the client's fault."""
 
 
+class ServiceUnavailable(InternalServerError):
+    """503: the server did not process the request (it is starting, or an injected ``unavailable`` fault:
+    docs/faults.md); ``retry_after`` (seconds, or None) says when to try again. The SDK waits and retries by
+    itself, whatever the request: nothing was done."""
+
+    def __init__(self, status_code: int, problem: dict[str, Any], request: str = "",
+                 retry_after: float | None = None) -> None:
+        super().__init__(status_code, problem, request)
+        self.retry_after = retry_after
+
+
 _BY_STATUS: dict[int, type[ServerError]] = {
     400: BadRequest,
     401: LeaseRequired,
@@ -168,6 +181,7 @@ _BY_STATUS: dict[int, type[ServerError]] = {
     413: PayloadTooLarge,
     422: UnprocessableCommand,
     429: TooManyRequests,
+    503: ServiceUnavailable,
 }
 
 

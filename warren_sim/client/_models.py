@@ -14,7 +14,10 @@ class Observation(Envelope):
     """An observation envelope as the SDK hands it to a policy: every envelope field (``run_id, agent_id,
     observation_id, seq, sim_time_ms, reason, deadline_unix, briefing_revision, observation, text,
     affordances``), plus ``time``, the sim time in ms, so the object fits the engine's policy interface
-    (``agent_id, observation_id, seq, time, reason, observation, affordances, text``)."""
+    (``agent_id, observation_id, seq, time, reason, observation, affordances, text``).
+
+    ``deadline_unix`` is real unix time under any ``--rate`` of the server, so the seconds left to answer are it
+    less the current unix time, on any machine's clock (docs/decisions.md): a policy can budget its work by it."""
 
     @property
     def time(self) -> int:

@@ -1,18 +1,22 @@
 """The blocking client: :class:`AgentClient` and its agent handle :class:`Agent`, the same API as the trio
-client without ``await`` (drivers of :mod:`._core` over an ``httpx.Client``)."""
+client without ``await``.
+
+A driver of :mod:`._core`: each method runs one core operation, carried over HTTP by :func:`drive` (requests with
+an ``httpx.Client``, pauses with ``time.sleep``). There is no blocking WebSocket client.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import httpx
 
 from warren_sim.protocol.models import Receipt, RunView
 
 from . import _core as core
-from ._core import Op, RetryPolicy, Sleep, request_kwargs
+from ._core import HttpOp, Op, RetryPolicy, Sleep, Steps, request_kwargs
 from ._exceptions import RunEnded
 from ._models import Observation
 
@@ -21,25 +25,20 @@ __all__ = ["Agent", "AgentClient"]
 T = TypeVar("T")
 
 
-def drive(http: httpx.Client, op: Op[T]) -> T:
-    """Run a core operation: make its requests with ``http``, its pauses with ``time.sleep``."""
-    try:
-        action = next(op)
-        while True:
+def drive(http: httpx.Client, op: HttpOp[T]) -> T:
+    """Run a core operation carried over HTTP (:func:`._core.over_http`): its requests with ``http``, its
+    pauses with ``time.sleep``."""
+    with Steps(op) as steps:
+        for action in steps:
             if isinstance(action, Sleep):
                 time.sleep(action.seconds)
-                action = op.send(None)
+                steps.send(action.seconds)
                 continue
             try:
-                response = http.request(action.method, action.path, **request_kwargs(http, action))
+                steps.send(http.request(action.method, action.path, **request_kwargs(http, action)))
             except httpx.TransportError as exc:
-                action = op.throw(exc)
-                continue
-            action = op.send(response)
-    except StopIteration as stop:
-        return stop.value
-    finally:
-        op.close()
+                steps.throw(exc)
+    return steps.result
 
 
 class AgentClient:
@@ -56,8 +55,8 @@ class AgentClient:
 
     @classmethod
     def open(cls, url: str, *, timeout: float = 10.0, retry: RetryPolicy | None = None,
-             **httpx_kwargs: Any) -> AgentClient:
-        """A client with its own ``httpx.Client`` for the server at ``url``."""
+             **httpx_kwargs: Any) -> Self:
+        """A client with its own ``httpx.Client`` for the server at ``url`` (closed with the client)."""
         return cls(httpx.Client(base_url=url, timeout=timeout, **httpx_kwargs), retry=retry, owns_http=True)
 
     def close(self) -> None:
@@ -71,19 +70,19 @@ class AgentClient:
         self.close()
 
     def _run(self, op: Op[T]) -> T:
-        return drive(self.http, op)
+        return drive(self.http, core.over_http(op, self.retry))
 
     # -- discovery -------------------------------------------------------------------------------------
     def server_info(self) -> dict[str, Any]:
         """``GET /v1``: the protocol, the server and its endpoints."""
-        return self._run(core.get_json("/v1", self.retry))
+        return self._run(core.get_json("/v1"))
 
     def list_scenarios(self) -> list[dict[str, Any]]:
-        return self._run(core.get_json("/v1/scenarios", self.retry))["scenarios"]
+        return self._run(core.get_json("/v1/scenarios"))["scenarios"]
 
     def describe_scenario(self, name: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """``GET /v1/scenarios/{name}``: roles, agents, objectives, parameters and the ``layout`` that ``params`` give."""
-        return self._run(core.get_json(core.scenario_path(name, params), self.retry))
+        return self._run(core.get_json(core.scenario_path(name, params)))
 
     # -- runs ------------------------------------------------------------------------------------------
     def create_run(self, scenario: str, seed: int = 0, controlled_agents: core.ControlledAgents = (),
@@ -95,38 +94,38 @@ class AgentClient:
         return self._run(core.create_run(scenario, seed, body))
 
     def get_run(self, run_id: str) -> RunView:
-        return self._run(core.run_op("GET", f"/v1/runs/{core.quote_segment(run_id)}", self.retry))
+        return self._run(core.run_op("GET", core.run_path(run_id)))
 
     def list_runs(self) -> list[RunView]:
-        return self._run(core.list_runs(self.retry))
+        return self._run(core.list_runs())
 
     def start_run(self, run_id: str) -> RunView:
         """Start a created run now (its unclaimed controlled agents then do not block; they no-op)."""
-        return self._run(core.run_op("POST", f"/v1/runs/{core.quote_segment(run_id)}/start", self.retry))
+        return self._run(core.run_op("POST", core.run_path(run_id, "/start")))
 
     def cancel_run(self, run_id: str) -> RunView:
-        return self._run(core.run_op("DELETE", f"/v1/runs/{core.quote_segment(run_id)}", self.retry))
+        return self._run(core.run_op("DELETE", core.run_path(run_id)))
 
     def wait_run_ended(self, run_id: str, *, poll_interval: float = 0.05, timeout: float | None = None) -> RunView:
         """Poll the run until it ends; raises :class:`WaitTimeout` after about ``timeout`` s of polling."""
-        return self._run(core.wait_run_ended(run_id, self.retry, poll_interval, timeout))
+        return self._run(core.wait_run_ended(run_id, poll_interval, timeout))
 
     # -- agents ----------------------------------------------------------------------------------------
     def claim(self, run_id: str, agent_id: str, lease: str | None = None) -> Agent:
         """Claim a controlled agent, or resume it with a saved ``lease``; ``with client.claim(...) as agent:``
         releases it when the block ends (unless ``agent.detach()`` was called)."""
-        return Agent(self, self._run(core.claim(run_id, agent_id, lease, self.retry)))
+        return Agent(self, self._run(core.claim(core.AgentState(run_id, agent_id, lease or ""))))
 
     def poll_many(self, agents: Sequence[Agent], wait: float = 25.0, parts: Iterable[str] | None = None
                   ) -> list[Observation]:
         """One long-poll for several agents of one run: their new observations, ``[]`` when none came
         within ``wait`` s (``POST /v1/runs/{run}/observations``)."""
-        return self._run(core.poll_many([a._state for a in agents], wait, self.retry, parts))
+        return self._run(core.poll_many([a._state for a in agents], wait, parts))
 
     def claim_many(self, run_id: str, agents: core.ControlledAgents = "all") -> list[Agent]:
         """Claim several controlled agents in one request (ids, ``"all"`` or ``{"role": ROLE}``), all or none:
         a handle per agent, each with a fresh lease of its own (``POST /v1/runs/{run}/claim``)."""
-        return [Agent(self, state) for state in self._run(core.claim_many(run_id, agents, self.retry))]
+        return [Agent(self, state) for state in self._run(core.claim_many(run_id, agents))]
 
 
 class Agent(core.AgentHandleBase):
@@ -139,21 +138,17 @@ class Agent(core.AgentHandleBase):
     def _run(self, op: Op[T]) -> T:
         return self._client._run(op)
 
-    @property
-    def _retry(self) -> RetryPolicy:
-        return self._client.retry
-
     def briefing(self, revision: int | None = None) -> dict[str, Any]:
         """The briefing, fetched once per revision and checked against its ``content_hash``."""
-        return self._run(core.get_briefing(self._state, self._retry, revision))
+        return self._run(core.get_briefing(self._state, revision))
 
     def poll(self, wait: float = 0.0) -> Observation | None:
         """One long-poll of up to ``wait`` s: a new observation, or None. Raises :class:`RunEnded`."""
-        return self._run(core.poll(self._state, wait, self._retry))
+        return self._run(core.poll(self._state, wait))
 
     def next_observation(self, wait: float = 25.0) -> Observation:
         """Long-poll (``wait`` s per request) until a new observation comes. Raises :class:`RunEnded`."""
-        return self._run(core.next_observation(self._state, wait, self._retry))
+        return self._run(core.next_observation(self._state, wait))
 
     def observations(self, wait: float = 25.0) -> Iterator[Observation]:
         """Every new observation; ends when the run ends (``agent.run_status`` then holds its status)."""
@@ -170,27 +165,27 @@ class Agent(core.AgentHandleBase):
         are retried under the same id, so a lost acceptance comes back as ``duplicate`` (success).
         ``next_wait=S`` fetches the next observation in the same request (see the async client)."""
         body = core.command_body(observation, command, command_id)
-        return self._run(core.submit(self._state, body, self._retry, next_wait))
+        return self._run(core.submit(self._state, body, next_wait))
 
     def receipt(self, command_id: str) -> Receipt:
         """The command's receipt with its current outcome."""
-        return self._run(core.get_receipt(self._state, command_id, self._retry))
+        return self._run(core.get_receipt(self._state, command_id))
 
     def wait_outcome(self, command_id: str, *, until: Iterable[str] | None = None, poll_interval: float = 0.05,
                      timeout: float | None = None) -> Receipt:
         """Poll the receipt until its outcome leaves ``pending`` (or reaches one of ``until``)."""
-        return self._run(core.wait_outcome(self._state, command_id, until, self._retry, poll_interval, timeout))
+        return self._run(core.wait_outcome(self._state, command_id, until, poll_interval, timeout))
 
     def resume(self) -> None:
         """After a reconnect: claim again with the lease and have the outstanding envelope redelivered."""
-        self._run(core.resume(self._state, self._retry))
+        self._run(core.resume(self._state))
 
     def release(self) -> None:
         """Free the agent now; the lease stops working."""
-        self._run(core.release(self._state, self._retry))
+        self._run(core.release(self._state))
 
     def __enter__(self) -> Agent:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._run(core.released_quietly(self._state, self._retry))
+        self._run(core.released_quietly(self._state))

@@ -4,7 +4,7 @@
 backoff after a drop, an unanswered request or a silent server), says ``initialize``, claims every held agent
 again with its token after a reconnect, answers the server's heartbeat ``ping``, matches answers to requests,
 and routes pushed envelopes and notifications to the :class:`Held` agent they name. It knows nothing of
-commands or observations beyond routing them: the agent API on top (claim, observe, submit) is
+commands or observations beyond routing them: the driver on top, which performs the core's operations on it, is
 :mod:`warren_sim.client._ws`.
 """
 
@@ -23,7 +23,6 @@ import trio_websocket
 from trio_websocket import ConnectionClosed, HandshakeError
 
 from warren_sim.protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
-from warren_sim.protocol.models import ClaimResponse
 from warren_sim.protocol.strict_json import StrictJSONError, loads_strict
 
 from . import _core as core
@@ -33,13 +32,15 @@ from ._exceptions import (
     ProtocolError,
     RunEnded,
     ServerError,
+    ServiceUnavailable,
+    TooManyRequests,
     TransportError,
     WarrenError,
     error_for_status,
 )
 from ._models import Observation
 
-__all__ = ["WS_PATH", "Connection", "Held", "Lost", "apply_claim", "rpc_error", "ws_url"]
+__all__ = ["WS_PATH", "Connection", "Held", "Lost", "rpc_error", "ws_url"]
 
 #: Where the agent binding lives on a warren-agent/0 server.
 WS_PATH = "/v1/agent"
@@ -83,9 +84,13 @@ def rpc_error(method: str, error: Any) -> WarrenError:
     code, message = error["code"], str(error.get("message", ""))
     data = _object(error.get("data"))
     detail = str(data.get("detail") or message)
-    if 400 <= code < 600:
-        return error_for_status(code, {"type": "about:blank", "title": message, "status": code, "detail": detail},
-                                method)
+    if 400 <= code < 600:  # data's other members (a 410's run_status) are the problem's extension members
+        error = error_for_status(code, {**data, "type": "about:blank", "title": message, "status": code,
+                                        "detail": detail}, method)
+        wait = data.get("retry_after")
+        if isinstance(error, TooManyRequests | ServiceUnavailable) and isinstance(wait, int | float):
+            error.retry_after = float(wait)
+        return error
     if code == INVALID_PARAMS:
         return BadRequest(400, {"type": "about:blank", "title": message, "status": 400, "detail": detail}, method)
     return ProtocolError(f"{method}: the server answered JSON-RPC error {code} ({message}): {detail}")
@@ -109,10 +114,11 @@ class Held:
 
     state: core.AgentState
     claimed: bool = False  # the claim answered: the lease is known (re-claimed after a reconnect)
-    inbox: Observation | None = None  # the newest pushed envelope not handed out yet
-    take_any: bool = False  # a redelivery was asked: hand out the next pushed envelope even if seen
-    ended: str | None = None  # the run's terminal status, from run.status or a 410
-    ended_detail: str = ""
+    inbox: Observation | None = None  # the newest pushed envelope not taken yet (the core drops a seq seen before)
+    # A claim was answered since an envelope was last taken: the outstanding envelope it pushes is on its way or in
+    # the inbox (a redelivery needs no claim of its own).
+    claim_pushed: bool = False
+    ended_detail: str = ""  # why the run ended, once ``state.run_status`` says it has
     error: WarrenError | None = None  # the lease was lost at a reconnect, or a pushed envelope was malformed
     changed: trio.Event = attrs.Factory(trio.Event)
     pushed: int = 0  # envelopes pushed for this agent (redeliveries included)
@@ -123,16 +129,26 @@ class Held:
 
     def offer(self, obs: Observation) -> None:
         self.pushed += 1
-        if self.take_any or obs.seq > self.state.delivered_seq:
-            if self.inbox is None or obs.seq >= self.inbox.seq:
-                self.inbox = obs
+        if self.inbox is None or obs.seq >= self.inbox.seq:
+            self.inbox = obs
         self.poke()
 
     def end(self, status: str, detail: str) -> None:
-        self.ended, self.ended_detail = status, detail
-        self.state.run_status = status
+        self.state.run_status, self.ended_detail = status, detail
         self.inbox = None
         self.poke()
+
+    def take(self) -> Observation | None:
+        """The pushed envelope, once; raises what went wrong for the agent, or :class:`RunEnded` once it ended."""
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        if self.state.run_status is not None:
+            raise core.run_ended(self.state, self.ended_detail)
+        obs, self.inbox = self.inbox, None
+        if obs is not None:
+            self.claim_pushed = False
+        return obs
 
 
 class Connection:
@@ -186,7 +202,7 @@ class Connection:
     async def supervise(self) -> None:
         """Connect, and reconnect after each drop, until closed or out of retries. Never raises."""
         # As over HTTP (RetryPolicy): failures in a row are retried with backoff beyond ``attempts`` for as long
-        # as the pauses add up to less than ``reconnect_s``, so a restarted server (DESIGN section 11) is found
+        # as the pauses add up to less than ``reconnect_s``, so a restarted server (docs/reliability.md) is found
         # again and every held agent re-claimed with its token (_handshake); then a TransportError says so.
         failures, waited, why = 0, 0.0, ""
         while not self._closing:
@@ -305,17 +321,31 @@ class Connection:
         self.heartbeat_s = float(beat) if isinstance(beat, int | float) and beat > 0 else None
         for held in list(self.held.values()):  # a reconnect: claim every held agent again with its token
             s = held.state
-            if not held.claimed or s.released or held.ended is not None:
+            if not held.claimed or s.released or s.run_status is not None:
                 continue
             try:
-                got = await self._request(socket, "agent.claim",
-                                          {"run_id": s.run_id, "agent_id": s.agent_id, "lease": s.lease})
-                apply_claim(s, got, s.lease)
+                held.claim_pushed = True
+                got = await self._reclaim(socket, s)
+                core.accept_claim(s, got, s.lease, "agent.claim")
             except RunEnded as exc:
                 held.end(exc.status or "ended", exc.detail)
             except (ServerError, ProtocolError) as exc:  # held by another lease now, run gone...
                 held.error = exc
                 held.poke()
+
+    async def _reclaim(self, socket: Any, s: core.AgentState) -> Any:
+        """A held agent claimed again with its token on a new connection; a 503 (nothing done) is waited out."""
+        attempt = 0
+        while True:
+            try:
+                return await self._request(socket, "agent.claim",
+                                           {"run_id": s.run_id, "agent_id": s.agent_id, "lease": s.lease})
+            except ServiceUnavailable as exc:
+                if attempt >= self.retry.attempts:
+                    raise
+                pause = self.retry.delay(attempt) if exc.retry_after is None else exc.retry_after
+                await trio.sleep(min(pause, self.retry.max_retry_after))
+                attempt += 1
 
     def _down(self) -> None:
         self._live = self._socket = self._scope = None
@@ -491,20 +521,14 @@ class Connection:
                     tries = f" (after {attempt + 1} tries)" if attempt else ""
                     raise TransportError(f"{method} over {self.url} failed{tries}: {exc}") from exc
                 attempt += 1
+            except ServiceUnavailable as exc:  # nothing was done: retried after its retry_after, whatever the method
+                if attempt >= self.retry.attempts:
+                    raise
+                pause = self.retry.delay(attempt) if exc.retry_after is None else exc.retry_after
+                await trio.sleep(min(pause, self.retry.max_retry_after))
+                attempt += 1
             except gone_ok:
                 if attempt == 0:
                     raise
                 return None
-
-
-def apply_claim(state: core.AgentState, got: Any, sent_lease: str | None) -> None:
-    """Fold an ``agent.claim`` result (``{lease, briefing_revision, resumed}``) into the agent's state."""
-    if not isinstance(got, dict):
-        raise ProtocolError(f"agent.claim: the result must be an object, got {got!r}")
-    claim = core.model({k: v for k, v in got.items() if k != "resumed"}, ClaimResponse, "agent.claim")
-    state.resumed = bool(sent_lease) and claim.lease == sent_lease
-    state.lease = claim.lease
-    state.briefing_revision = max(state.briefing_revision, claim.briefing_revision)
-    state.released = False
-
 

@@ -1,11 +1,21 @@
 """The pure, synchronous, deterministic core of WARREN (no trio, no I/O, no clock).
 
-See ``sim.Simulation`` for the three calls that drive it.
+See ``sim.Simulation`` for the three calls that drive it. Its modules, from the top down (each imports only
+modules below it: pyproject's import-linter contract for the engine):
+
+- ``headless``: the loop of in-process policies; ``briefing``: what an agent is told once;
+- ``sim``: the simulation (batches, the seeded order, wakes, outcomes, objectives, records);
+- ``command``: a command's shape (defined once) and its validation against an observation; ``layout``;
+- ``perception``: the observation, its lazy fields, affordances and text;
+- ``rules``: the rules of every tool, one table entry per tool (its prose at the top);
+- ``effects``: what a rule may do to the run (audience, notify, tell, deliver, emit, structure_changed);
+  ``tools``: a tool's catalog entry;
+- ``world`` (positions, reach, routes), ``scheduler``, ``schema``, ``policy``, ``records``; ``spec``, ``errors``.
 """
 
 # First: which build of the hot modules runs (compiled when installed and built from these sources; see build.py).
 from .build import BUILD, WHY  # isort: skip
-from . import headless, perception, rules, scheduler, sim, world  # noqa: F401  (engine.sim...: the hot modules)
+from . import command, effects, headless, perception, rules, scheduler, sim, world  # noqa: F401  (engine.sim...: the hot modules)
 from .briefing import briefing, canonical_json, content_hash
 from .headless import run_headless
 from .layout import layout

@@ -29,7 +29,7 @@ from types import ModuleType
 
 # The modules a decision runs through, plain typed Python that mypyc compiles as is (setup.py's ENGINE_COMPILED:
 # the same list, which tests/test_compiled_build.py checks).
-COMPILED = ("sim", "rules", "world", "scheduler", "headless", "perception")
+COMPILED = ("sim", "rules", "world", "scheduler", "headless", "perception", "effects", "command")
 PACKAGE = __name__.rpartition(".")[0]
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import rules
+from .command import validate
 from .policy import NOOP, Policy
 from .sim import Simulation
 
@@ -52,7 +52,6 @@ def run_headless(sim: Simulation, policies: Mapping[str, Policy], *,
                  on_batch: Callable[[Simulation], None] | None = None,
                  max_batches: int | None = None) -> dict[str, Any]:
     batches = 0
-    validate = rules.validate
     while (batch := sim.advance()) is not None:
         for obs in batch.observations:
             policy = policies[obs.agent_id]
@@ -66,7 +65,7 @@ def run_headless(sim: Simulation, policies: Mapping[str, Policy], *,
             command, invalid = answer_or_noop(sim, obs.agent_id, obs.observation_id, answer)
             if invalid is not None:
                 sim.answer(obs.agent_id, command, source="invalid")
-                sim._emit(invalid)
+                sim.emit(invalid)
                 _tell_rejected(policy, obs.observation_id, answer, invalid["error"])
             else:
                 sim.answer(obs.agent_id, command)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .rules import catalog
 from .spec import ScenarioSpec
-from .tools import catalog
 from .world import Cell, World
 
 
@@ -25,7 +25,7 @@ def _cell(cell: Cell) -> dict[str, Any]:
 
 def layout(world: World, spec: ScenarioSpec) -> dict[str, Any]:
     """The world as it is before anything happens (call it on a fresh :class:`World`)."""
-    tools = catalog(spec.tools)
+    tools = {name: entry.tool for name, entry in catalog(spec.tools).items()}
     items: list[dict[str, Any]] = []
     for it in spec.items:
         item = world.items[it.id]

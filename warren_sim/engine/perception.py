@@ -4,29 +4,45 @@ The observation object is the wire truth (design rule 1 of warren-agent/0); ``te
 same facts for an LLM prompt and is built only when someone asks for it, so headless runs with
 thousands of agents do not pay for prose nobody reads. Affordances list, per available tool, the
 finite choices of each parameter and ready-to-send argument suggestions; they are also what a
-command is validated against.
+command is validated against (``command.py``).
+
+Perception names no tool: each tool's choices, and the hints its affordance shows, are its entry of the rules
+table (``rules.py``), asked through :func:`_tool_choices`. What it reads of the run is :class:`Perceivable`
+(the simulation, which subclasses it), so this module never imports ``sim.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
+from typing import Any, Protocol
 
+from .effects import Effects
 from .errors import StaleObservation
-from .world import Agent, cell_name
-
-if TYPE_CHECKING:
-    from .sim import Simulation
+from .rules import GENERIC, TELL_CHOICES_LIMIT, ChoicesOrWhy, ToolRules
+from .world import Agent, World, cell_name
 
 MAX_SUGGESTIONS = 5
-TELL_CHOICES_LIMIT = 64
 _NONE: tuple[()] = ()  # "no messages/events since the last wake", shared (a field built from it is a new [])
+
+
+class Perceivable(Effects):
+    """What perception reads of a run besides what the rules read (:class:`Effects`): the rules table it asks
+    for each tool's choices, the batch an observation belongs to, the batch's shared choices, the objectives.
+    ``Simulation`` is the one implementation (it subclasses this class), so perception never imports it."""
+
+    rules: dict[str, ToolRules]
+    batch_no: int
+    perceived_batch: int
+    perceived_table: dict[Any, Any]
+
+    def shared_objective_views(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
 
 
 class _Source(Protocol):
     """What a field's builder reads: the simulation and the agent (an :class:`Observation` or a nested view)."""
 
-    _sim: Simulation
+    _sim: Perceivable
     _agent: Agent
 
 
@@ -89,7 +105,7 @@ class Observation:
     __slots__ = ("_agent", "_batch", "_built", "_captured", "_lazy", "_sim", "agent_id", "answer", "observation_id",
                  "parsed", "reason", "seq", "source", "time")
 
-    def __init__(self, sim: Simulation, agent: Agent, reason: str) -> None:
+    def __init__(self, sim: Perceivable, agent: Agent, reason: str) -> None:
         self._sim, self._agent, self._batch = sim, agent, sim.batch_no
         aid = self.agent_id = agent.id
         seq = self.seq = agent.seq
@@ -279,42 +295,30 @@ class Observation:
         return found
 
 
-def _item_view(sim: Simulation, iid: str) -> dict[str, Any]:
-    it = sim.world.items[iid]
-    view: dict[str, Any] = {"id": it.id, "kind": it.kind, "name": it.name}
-    if it.inside is not None:
-        view["in"] = it.inside
-    if it.container:
-        view["container"] = True
-    return view
+def _item_views(w: World, ids: Iterable[str]) -> list[dict[str, Any]]:
+    """What an agent is shown of each of these items (one loop per field, not a call per item: the hot path)."""
+    items = w.items
+    out = []
+    for i in ids:
+        it = items[i]
+        view: dict[str, Any] = {"id": it.id, "kind": it.kind, "name": it.name}
+        if it.inside is not None:
+            view["in"] = it.inside
+        if it.container:
+            view["container"] = True
+        out.append(view)
+    return out
 
 
-def _agent_view(sim: Simulation, aid: str) -> dict[str, Any]:
+def _agent_view(sim: Perceivable, aid: str) -> dict[str, Any]:
     a = sim.world.agents[aid]
     busy = [x.tool for x in a.lanes.values() if x is not None]
     return {"id": a.id, "name": a.name, "role": a.role, "busy": busy}
 
 
-def _structure_view(sim: Simulation, sid: str) -> dict[str, Any]:
+def _structure_view(sim: Perceivable, sid: str) -> dict[str, Any]:
     s = sim.world.structures[sid]
     return {"id": s.id, "kind": s.kind, "name": s.name, "fields": dict(s.fields), "maxima": dict(s.maxima)}
-
-
-def inspect_choices(sim: Simulation, agent: Agent) -> list[str]:
-    w = sim.world
-    out = list(agent.inventory)
-    out += w.items_in_reach(agent.cell)
-    out += [a for a in w.agents_in_reach(agent.cell) if a != agent.id]
-    out += w.structures_in_reach(agent.cell)
-    place = w.place_of(agent.cell)
-    if place is not None:
-        out.append(place)
-    return sorted(dict.fromkeys(out))
-
-
-def observe(sim: Simulation, agent: Agent, reason: str) -> Observation:
-    """The agent's observation of the world as it is at this instant (built on first access)."""
-    return Observation(sim, agent, reason)
 
 
 # The observation's fields, each built from the Observation on first access (see Observation.view). The
@@ -334,18 +338,9 @@ def _f_busy(o: Observation) -> list[dict[str, Any]]:
 def _f_you(o: Observation) -> dict[str, Any]:
     sim, agent = o._sim, o._agent
     w = sim.world
-    inventory = []
-    items = w.items
-    for i in agent.inventory:  # _item_view(sim, i), inline
-        it = items[i]
-        view: dict[str, Any] = {"id": it.id, "kind": it.kind, "name": it.name}
-        if it.inside is not None:
-            view["in"] = it.inside
-        if it.container:
-            view["container"] = True
-        inventory.append(view)
     return {"id": agent.id, "name": agent.name, "role": agent.role, "cell": cell_name(agent.cell),
-            "place": w.cell_place.get(agent.cell), "inventory": inventory, "capacity": sim.conv.max_inventory}
+            "place": w.cell_place.get(agent.cell), "inventory": _item_views(w, agent.inventory),
+            "capacity": sim.conv.max_inventory}
 
 
 def _p_name(o: _Source) -> str | None:
@@ -364,17 +359,7 @@ def _p_description(o: _Source) -> str:
 
 def _p_items(o: _Source) -> list[dict[str, Any]]:
     w = o._sim.world
-    items = w.items
-    out = []
-    for i in w.items_in_reach(o._agent.cell):  # _item_view(sim, i), inline
-        it = items[i]
-        view: dict[str, Any] = {"id": it.id, "kind": it.kind, "name": it.name}
-        if it.inside is not None:
-            view["in"] = it.inside
-        if it.container:
-            view["container"] = True
-        out.append(view)
-    return out
+    return _item_views(w, w.items_in_reach(o._agent.cell))
 
 
 def _p_agents(o: _Source) -> list[dict[str, Any]]:
@@ -417,9 +402,9 @@ def _f_visible(o: Observation) -> dict[str, Any]:
                 if budget > 0:
                     visible_agents.append({**_agent_view(sim, aid), "cell": cell_name(c), "distance": dist})
                     budget -= 1
-            for iid in sorted(w.items_at.get(c, ())):
+            for view in _item_views(w, sorted(w.items_at.get(c, ()))):
                 if budget > 0:
-                    visible_items.append({**_item_view(sim, iid), "cell": cell_name(c), "distance": dist})
+                    visible_items.append({**view, "cell": cell_name(c), "distance": dist})
                     budget -= 1
     return {"agents": visible_agents, "items": visible_items}
 
@@ -445,7 +430,7 @@ def _f_messages_dropped(o: Observation) -> int:
 
 
 def _f_events(o: Observation) -> list[dict[str, Any]]:
-    """Events as dicts: an outcome kept as its facts (``sim.OutcomeEvent``) is built now, when first read."""
+    """Events as dicts: an outcome kept as its facts (``sim.OutcomeFacts``) is built now, when first read."""
     return [e if type(e) is dict else outcome_event(e) for e in o._captured[2]]
 
 
@@ -507,14 +492,15 @@ class Perceived:
     nothing with nothing in reach, builds a handful of these instead of 10,000. Shared, so read-only, like
     ``Simulation.shared_objective_views``."""
 
-    __slots__ = ("_affordances", "_can", "available", "choices", "tools", "unavailable")
+    __slots__ = ("_affordances", "_can", "_rules", "available", "choices", "tools", "unavailable")
 
-    def __init__(self, sim: Simulation, agent: Agent) -> None:
-        choices = self.choices = {t: _tool_choices(sim, agent, t) for t in agent.tools}
+    def __init__(self, sim: Perceivable, agent: Agent) -> None:
+        rules = self._rules = sim.rules
+        choices = self.choices = {t: rules[t].choices(sim, agent) for t in agent.tools}
         self.available = {t: params for t, (params, _) in choices.items() if params is not None}
         self.unavailable = {t: why for t, (params, why) in choices.items() if params is None}
-        tools, unavailable = sim.tools, self.unavailable
-        self.tools = [{"action": t, "lane": tools[t].lane, "durative": tools[t].durative,
+        unavailable = self.unavailable
+        self.tools = [{"action": t, "lane": rules[t].lane, "durative": rules[t].durative,
                        "available": t not in unavailable, **({"why": unavailable[t]} if t in unavailable else {})}
                       for t in agent.tools]
         self._affordances: list[dict[str, Any]] | None = None
@@ -523,7 +509,7 @@ class Perceived:
     @property
     def affordances(self) -> list[dict[str, Any]]:
         if self._affordances is None:
-            self._affordances = _build_affordances(self.available)
+            self._affordances = _build_affordances(self.available, self._rules)
         return self._affordances
 
     @property
@@ -533,7 +519,7 @@ class Perceived:
         return self._can
 
 
-def perceived(sim: Simulation, agent: Agent) -> Perceived:
+def perceived(sim: Perceivable, agent: Agent) -> Perceived:
     """The choices ``agent`` is offered now, shared by the batch's agents of the same signature. Call only while
     the batch is open (``Observation._shared`` checks): the simulation's table is kept for one batch (a new batch
     starts a new one: the world changed). The table lives on the simulation, not here: served runs perceive in
@@ -560,15 +546,20 @@ def perceived(sim: Simulation, agent: Agent) -> Perceived:
     return found
 
 
-def _build_affordances(choices: dict[str, dict[str, list[str] | None]]) -> list[dict[str, Any]]:
-    """Per available tool: each parameter's choices (or its type) and ready-to-send suggestions."""
+def _build_affordances(choices: dict[str, dict[str, list[str] | None]],
+                       rules: dict[str, ToolRules] = GENERIC) -> list[dict[str, Any]]:
+    """Per available tool: each parameter's choices (or its type, and the entry's ``hints`` of what else it
+    takes) and ready-to-send suggestions (unless the entry says not to). ``rules``: the table; a scenario tool
+    missing from it (the generic table, the default) has neither hints nor a refusal of suggestions."""
     out: list[dict[str, Any]] = []
     for tool, params in choices.items():
         shown: dict[str, Any] = {p: ({"choices": c} if c is not None else {"type": "string"}) for p, c in params.items()}
-        if tool == "move_to":
-            shown["dest"]["or"] = "any cell '<space>:<x>,<y>'"
+        entry = rules.get(tool)
+        if entry is not None:
+            for p, hint in entry.hints.items():
+                shown[p]["or"] = hint
         suggestions: list[dict[str, Any]] = []
-        if params and all(c is not None for c in params.values()) and tool != "tell":
+        if params and all(c is not None for c in params.values()) and (entry is None or entry.suggests):
             suggestions = [{}]
             for p, c in params.items():
                 assert c is not None
@@ -577,68 +568,9 @@ def _build_affordances(choices: dict[str, dict[str, list[str] | None]]) -> list[
     return out
 
 
-ALWAYS_AVAILABLE = ("move_to", "say", "inspect")  # move_to takes any cell even where no other place exists
-
-
-def _tool_choices(sim: Simulation, agent: Agent, tool: str) -> tuple[dict[str, list[str] | None] | None, str]:
-    """One tool's parameter choices now, or None and why it is not available."""
-    w = sim.world
-    conv = sim.conv
-    cell = agent.cell
-    inventory = agent.inventory
-    if tool == "move_to":
-        place = w.place_of(cell)
-        return {"dest": [p for p in w.place_names if p != place]}, ""
-    if tool == "take":
-        if len(inventory) >= conv.max_inventory:
-            return None, f"your inventory is full ({conv.max_inventory} items)"
-        takeable = [i for i in w.items_in_reach(cell) if not w.items[i].container]
-        return ({"item": takeable}, "") if takeable else (None, "there is nothing to take within reach")
-    if tool == "drop":
-        return ({"item": list(inventory)}, "") if inventory else (None, "you carry nothing")
-    if tool == "give":
-        if not inventory:
-            return None, "you carry nothing"
-        reach_agents = [a for a in w.agents_in_reach(cell) if a != agent.id]
-        if not reach_agents:
-            return None, "nobody is within reach"
-        return {"item": list(inventory), "to": reach_agents}, ""
-    if tool == "say":
-        return {"text": None}, ""
-    if tool == "tell":
-        if len(w.agent_ids) <= 1:
-            return None, "there is nobody else in this world"
-        others = [a for a in w.agent_ids if a != agent.id] if len(w.agent_ids) <= TELL_CHOICES_LIMIT else None
-        return {"to": others, "text": None}, ""
-    if tool == "inspect":
-        return {"target": inspect_choices(sim, agent)}, ""
-    return _work_choices(sim, agent, tool)
-
-
-def _work_choices(sim: Simulation, agent: Agent, tool: str) -> tuple[dict[str, list[str] | None] | None, str]:
-    w = sim.world
-    spec = sim.tools[tool].work
-    assert spec is not None
-    inventory = agent.inventory
-    if spec.needs_held:
-        held = [w.items[i].kind for i in inventory]
-        missing = [k for k in spec.needs_held if k not in held]
-        if missing:
-            return None, f"you need to carry a {missing[0]}"
-    params: dict[str, list[str] | None] = {}
-    if spec.structure_kinds:
-        structs = [s for s in w.structures_in_reach(agent.cell) if w.structures[s].kind in spec.structure_kinds]
-        if not structs:
-            return None, f"no {' or '.join(spec.structure_kinds)} within reach"
-        params["structure"] = structs
-    if spec.item_kinds:
-        items = [i for i in inventory if w.items[i].kind in spec.item_kinds]
-        if not items:
-            return None, f"you carry no {' or '.join(spec.item_kinds)}"
-        params["item"] = items
-    if spec.needs_code:
-        params["code"] = None
-    return params, ""
+def _tool_choices(sim: Perceivable, agent: Agent, tool: str) -> ChoicesOrWhy:
+    """One tool's parameter choices now, or None and why it is not available: its entry of the rules table."""
+    return sim.rules[tool].choices(sim, agent)
 
 
 def _fmt_time(ms: int) -> str:

@@ -46,6 +46,9 @@ class NoopPolicy:
     def decide(self, obs: ObservationLike) -> dict[str, Any]:
         return dict(NOOP)
 
+    def recall(self, obs: ObservationLike, command: dict[str, Any]) -> None:
+        """A fork brings it to its fork point (warren_sim.fork): it keeps no state, so nothing to recall."""
+
 
 class RandomPolicy:
     """Picks a random suggestion (or a noop) from the affordances with its own seeded RNG."""

@@ -14,7 +14,7 @@ import orjson
 #: Records the runtime (server or headless loop) writes; every other kind comes from the engine. Replay and a
 #: restarted server's rebuild skip them (warren_sim.replay, warren_sim.runtime.restore).
 RUNTIME_KINDS = frozenset({"config", "status", "claim", "release", "verdict", "closed", "crash", "invalid",
-                           "restart"})
+                           "restart", "faults", "fault"})
 
 
 def with_cursor(cursor: int, record: dict[str, Any]) -> dict[str, Any]:

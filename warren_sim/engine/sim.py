@@ -6,6 +6,10 @@ Drive it with three calls and nothing else::
     sim.answer(agent_id, command)  # one command per observation of the batch (validate() first)
     sim.adjudicate()               # apply the batch's answers in the seeded order
 
+A tool's rules are not here: each is its entry of the rules table (``rules.py``), which the simulation asks
+to plan, apply and finish a command; the entry acts on the run through the effects the simulation implements
+(``effects.Effects``). Validation is ``command.py``'s, perception ``perception.py``'s.
+
 It never sleeps, reads a clock or does I/O; the same spec, seed and answers give the same records,
 byte for byte. Everything that decides an order goes through ``self.rng`` (seeded once) or the
 scheduler's ``(time, priority, seq)`` keys.
@@ -20,14 +24,16 @@ from typing import Any
 
 import attrs
 
-from . import rules
+from .command import validate as validate_command
+from .command import validate_payload
 from .errors import EngineError
 from .layout import layout
-from .perception import Observation
+from .perception import Observation, Perceivable
+from .rules import ToolRules, catalog, generic_names
 from .scheduler import COMPLETION, DEADLINE, WAKE, Scheduler
 from .spec import ScenarioSpec
-from .tools import GENERIC_NAMES, Tool, catalog
-from .world import Action, Agent, World
+from .tools import Tool
+from .world import Action, Agent, Cell, World
 
 # Which reason an agent is told when several fall on the same instant: the most specific wins.
 REASON_RANK = {"interrupted": 0, "done": 1, "message": 2, "event": 3, "timer": 4, "idle": 5, "start": 6}
@@ -100,8 +106,23 @@ class Batch:
     observations: list[Observation]
 
 
-class Simulation:
-    """One run of one scenario with one seed."""
+def _append_event(agent: Agent, event: dict[str, Any] | OutcomeFacts) -> None:
+    """Append an event (a dict with its time, or an outcome's facts) to what the agent perceives next, keeping
+    the newest ``MAX_EVENTS`` and counting the ones dropped."""
+    events = agent.events
+    events.append(event)
+    if len(events) > MAX_EVENTS:
+        del events[0]
+        agent.events_dropped += 1
+
+
+class Simulation(Perceivable):
+    """One run of one scenario with one seed.
+
+    It is the one implementation of what the rules may do (``effects.Effects``: audience, notify, tell, deliver,
+    emit, structure_changed) and of what perception reads (``perception.Perceivable``); a tool's rules are its
+    entry of ``self.rules`` (``rules.py``), asked to plan, apply and finish by ``_apply`` and ``_complete``.
+    """
 
     def __init__(self, spec: ScenarioSpec, seed: int, *, run_id: str = "run",
                  params: dict[str, Any] | None = None, record: bool = True) -> None:
@@ -110,9 +131,11 @@ class Simulation:
         self.run_id = run_id
         self.rng = random.Random(seed)
         self.conv = spec.conventions
-        self.tools: dict[str, Tool] = catalog(spec.tools)
+        self.rules: dict[str, ToolRules] = catalog(spec.tools)
+        self.tools: dict[str, Tool] = {name: entry.tool for name, entry in self.rules.items()}
         roles = {r.name: r for r in spec.roles}
-        tools_by_role = {name: tuple(t for t in self.tools if t in GENERIC_NAMES or t in r.tools)
+        generic = generic_names()
+        tools_by_role = {name: tuple(t for t in self.rules if t in generic or t in r.tools)
                          for name, r in roles.items()}
         self.roles = roles
         self.world = World(spec, tools_by_role)
@@ -124,7 +147,7 @@ class Simulation:
         self.record = record
         self.records: list[dict[str, Any]] = []
         self.outcomes: dict[str, tuple[str, str]] = {}
-        self.conflicts: dict[str, dict[str, str]] = {}  # observation id -> same-batch conflict (rules.conflict)
+        self.conflicts: dict[str, dict[str, str]] = {}  # observation id -> same-batch conflict (a rule's conflict)
         self.pending: dict[str, Observation] = {}  # agent id -> its outstanding observation (answer on it)
         self.batch: Batch | None = None
         self.sched = Scheduler()
@@ -149,7 +172,7 @@ class Simulation:
         self._instant = -1
         self._woken: list[Agent] = []
         if record:  # the layout makes a journal self-describing: a viewer of the file needs nothing else
-            self._emit({"kind": "run", "t": 0, "run_id": run_id, "scenario": spec.name, "seed": seed,
+            self.emit({"kind": "run", "t": 0, "run_id": run_id, "scenario": spec.name, "seed": seed,
                         "params": dict(sorted((params or {}).items())), "agents": list(self.world.agent_ids),
                         "layout": layout(self.world, spec)})
         for aid in self.world.agent_ids:
@@ -160,7 +183,7 @@ class Simulation:
         self.sched.push(self.conv.time_limit_ms, DEADLINE, "limit", None)
 
     # -- records -----------------------------------------------------------------------------------
-    def _emit(self, record: dict[str, Any]) -> None:
+    def emit(self, record: dict[str, Any]) -> None:
         if self.record:
             self.records.append(record)
 
@@ -211,8 +234,8 @@ class Simulation:
                         continue
                 break
             self._instant = -1
-            if self._all_met and self._live:
-                self._end("completed", "every objective is met")
+            if self._all_met:
+                self._end_if_all_met()
             if not self._live:
                 break
             if woken:
@@ -226,7 +249,7 @@ class Simulation:
                     agent.seq += 1
                     obs = pending[agent.id] = Observation(self, agent, reason)
                     if record:
-                        self._emit({"kind": "observation", "t": t, "agent": agent.id,
+                        self.emit({"kind": "observation", "t": t, "agent": agent.id,
                                     "observation_id": obs.observation_id, "reason": reason})
                 self.batch = Batch(t, list(pending.values()))
                 return self.batch
@@ -254,20 +277,26 @@ class Simulation:
             self.sched.pop()
         return None
 
-    def observation_of(self, agent_id: str) -> Observation | None:
-        return self.pending.get(agent_id)
-
     def validate(self, agent_id: str, command: dict[str, Any]) -> str | None:
-        """Check a command against the agent's outstanding observation; a teaching error or None.
+        """Check an in-process command (shape, then rules) against the agent's outstanding observation; a
+        teaching error or None.
 
         ``command`` is one of ``{"action": str, "args": {...}}``, ``{"sleep_ms": int}`` or
-        ``{"noop": True}``. Only the observation's snapshot is consulted (its affordances), never
-        the world as changed by other answers: conflicts are decided later, by adjudication.
+        ``{"noop": True}`` (``command.validate``). Only the observation's snapshot is consulted (its
+        affordances), never the world as changed by other answers: conflicts are decided later, by adjudication.
         """
         obs = self.pending.get(agent_id)
         if obs is None:
             return f"{agent_id} has no outstanding observation"
-        return rules.validate(self, obs._agent, obs, command)
+        return validate_command(self, obs._agent, obs, command)
+
+    def validate_payload(self, agent_id: str, payload: dict[str, Any]) -> str | None:
+        """:meth:`validate` for a payload the wire's parser made (``protocol.verdicts.normalize_command``): its
+        shape is trusted, only the rules judge it (``command.validate_payload``)."""
+        obs = self.pending.get(agent_id)
+        if obs is None:
+            return f"{agent_id} has no outstanding observation"
+        return validate_payload(self, obs._agent, obs, payload)
 
     def answer(self, agent_id: str, command: dict[str, Any], source: str = "policy") -> None:
         obs = self.pending.get(agent_id)
@@ -297,9 +326,9 @@ class Simulation:
         apply = self._apply
         if self.record:
             t = self.time
-            self._emit({"kind": "batch", "t": t, "order": [obs.agent_id for obs in order]})
+            self.emit({"kind": "batch", "t": t, "order": [obs.agent_id for obs in order]})
             for obs in order:
-                self._emit({"kind": "command", "t": t, "agent": obs.agent_id, "observation_id": obs.observation_id,
+                self.emit({"kind": "command", "t": t, "agent": obs.agent_id, "observation_id": obs.observation_id,
                             "command": obs.answer, "source": obs.source})
                 apply(obs._agent, obs)
         else:
@@ -310,8 +339,8 @@ class Simulation:
         self.batch_no += 1
         if self._event_wakes:
             self._flush_event_wakes()
-        if self._all_met and self._live:
-            self._end("completed", "every objective is met")
+        if self._all_met:
+            self._end_if_all_met()
 
     def cancel(self, reason: str = "cancelled by an operator") -> None:
         if not self.ended:
@@ -324,52 +353,43 @@ class Simulation:
         oid = obs.observation_id
         t = self.time
         if "action" in cmd:
-            tool = self.tools[cmd["action"]]
+            entry = self.rules[cmd["action"]]
             args = cmd.get("args", {})
             parsed = obs.parsed  # what validation resolved for this very command (a move's destination cell)
-            dest = parsed[1] if parsed is not None and parsed[0] is cmd else None
-            cell = agent.cell
-            if dest is not None and tool.name == "move_to" and dest[0] == cell[0] and dest != cell and (
-                    (place := self.world.cell_place.get(dest)) is None or place != self.world.cell_place.get(cell)):
-                # rules.plan's commonest case, inline: a move on one open grid to another place
-                err, duration = None, max(1, (abs(cell[1] - dest[1]) + abs(cell[2] - dest[2])) * self.conv.step_ms)
-            else:
-                err, duration, dest = rules.plan(self, agent, tool, args, dest)
+            err, duration, dest = entry.plan(self, agent, args, parsed[1] if parsed is not None and parsed[0] is cmd
+                                             else None)
             if err:
-                self._outcome(agent, oid, "rejected", err, tool.name, rules.conflict(self, agent, tool, args))
+                self._outcome(agent, oid, "rejected", err, entry.name, entry.conflict(self, agent, args))
                 self._wake(agent, t + self.conv.tick_ms, "interrupted")
                 return
             lanes = agent.lanes
-            current = lanes[tool.lane]
+            lane = entry.lane
+            current = lanes[lane]
             if current is not None:
-                self._interrupt(agent, current, f"replaced by {tool.name} at t={t}ms")
-            durative = tool.durative
+                self._interrupt(agent, current, f"replaced by {entry.name} at t={t}ms")
+            durative = entry.durative
             if durative:
                 token = self._action_token = self._action_token + 1
                 until = t + duration
-                lanes[tool.lane] = Action(agent.id, tool.lane, tool.name, args, oid, t, until, token, dest)
+                lanes[lane] = Action(agent.id, lane, entry.name, args, oid, t, until, token, dest)
                 heappush(self._heap, (until, COMPLETION, self._next_seq(), agent.id, token))
             else:
-                rules.apply_instant(self, agent, tool, args)
-            # _accepted(agent, oid, tool.name), inline: the commonest outcome (not stored: see outcome_of)
+                entry.apply(self, agent, args)
+            # accepted, the commonest outcome (not stored: see outcome_of)
             if self.record:
-                self._emit({"kind": "outcome", "t": t, "agent": agent.id, "observation_id": oid,
+                self.emit({"kind": "outcome", "t": t, "agent": agent.id, "observation_id": oid,
                             "outcome": "accepted", "reason": ""})
                 if durative:
-                    self._emit({"kind": "action", "t": t, "agent": agent.id, "tool": tool.name,
-                                "until": t + duration})
-            events = agent.events
-            events.append((t, oid, tool.name, "accepted", ""))
-            if len(events) > MAX_EVENTS:
-                del events[0]
-                agent.events_dropped += 1
+                    self.emit({"kind": "action", "t": t, "agent": agent.id, "tool": entry.name,
+                               "until": t + duration})
+            _append_event(agent, (t, oid, entry.name, "accepted", ""))
             if not durative:  # (a durative action holds its lane now: the agent is not idle)
                 self._wake(agent, t + self.conv.tick_ms, "done")
                 if lanes["body"] is None and lanes["voice"] is None:
                     self._wake(agent, t + self.conv.idle_wake_ms, "idle")
             return
         if self.record:  # accepted (not stored: see outcome_of)
-            self._emit({"kind": "outcome", "t": t, "agent": agent.id, "observation_id": oid,
+            self.emit({"kind": "outcome", "t": t, "agent": agent.id, "observation_id": oid,
                         "outcome": "accepted", "reason": ""})
         if "sleep_ms" in cmd:
             at = t + max(1, int(cmd["sleep_ms"]))
@@ -388,21 +408,7 @@ class Simulation:
         for lane, action in lanes.items():
             if action is not None and action.token == token:
                 lanes[lane] = None
-                dest = action.dest
-                if dest is not None and action.tool == "move_to":
-                    # rules.finish's move, inline (the commonest completion): check on the resolved cell, then move
-                    cell = agent.cell
-                    err = None
-                    if dest == cell:
-                        err = f"you are already at {action.args['dest']}"
-                    elif dest[0] != cell[0] or (
-                            (place := self.world.cell_place.get(dest)) is not None
-                            and place == self.world.cell_place.get(cell)):
-                        err = rules.finish(self, agent, action)  # another space (a route) or the same place
-                    else:
-                        rules.move(self, agent, dest)
-                else:
-                    err = rules.finish(self, agent, action)
+                err = self.rules[action.tool].finish(self, agent, action)
                 if err:
                     self._outcome(agent, action.observation_id, "interrupted", err, action.tool)
                     self._wake(agent, self.time, "interrupted")
@@ -411,13 +417,9 @@ class Simulation:
                 oid, t = action.observation_id, self.time
                 self.outcomes[oid] = ("completed", "")
                 if self.record:
-                    self._emit({"kind": "outcome", "t": t, "agent": agent_id, "observation_id": oid,
+                    self.emit({"kind": "outcome", "t": t, "agent": agent_id, "observation_id": oid,
                                 "outcome": "completed", "reason": ""})
-                events = agent.events
-                events.append((t, oid, action.tool, "completed", ""))
-                if len(events) > MAX_EVENTS:
-                    del events[0]
-                    agent.events_dropped += 1
+                _append_event(agent, (t, oid, action.tool, "completed", ""))
                 if agent.wake_time == -1:  # _wake(agent, t, "done"), inline: none due yet, due in this very instant
                     agent.wake_time, agent.wake_reason = t, "done"
                     agent.wake_token += 1
@@ -440,9 +442,9 @@ class Simulation:
                                    "observation_id": observation_id, "outcome": outcome, "reason": reason}
             if conflict is not None:  # only on conflicts: every other record keeps its bytes
                 rec["conflict"] = conflict
-            self._emit(rec)
+            self.emit(rec)
         if tool is not None:  # the event's dict and prose are made only if the agent's events are read
-            self._tell(agent, (self.time, observation_id, tool, outcome, reason))
+            _append_event(agent, (self.time, observation_id, tool, outcome, reason))
 
     def _wake(self, agent: Agent, time: int, reason: str) -> None:
         """Schedule the agent's next wake unless an earlier one is already due."""
@@ -461,19 +463,11 @@ class Simulation:
             return
         heappush(self._heap, (time, WAKE, self._next_seq(), agent.id, token))
 
-    def tell_event(self, agent: Agent, event: dict[str, Any]) -> None:
-        self._tell(agent, {"time": self.time, **event})
+    # -- effects: what the rules may do (effects.Effects) ----------------------------------------------------
+    def tell(self, agent: Agent, event: dict[str, Any]) -> None:
+        _append_event(agent, {"time": self.time, **event})
 
-    @staticmethod
-    def _tell(agent: Agent, event: dict[str, Any] | OutcomeFacts) -> None:
-        """Append an event (a dict with its time, or an outcome's facts) to what the agent perceives next."""
-        events = agent.events
-        events.append(event)
-        if len(events) > MAX_EVENTS:
-            del events[0]
-            agent.events_dropped += 1
-
-    def audience(self, cell: Any, actor: str | None) -> list[Agent]:
+    def audience(self, cell: Cell, actor: str | None) -> list[Agent]:
         """Who is told of what happens at ``cell``: every agent within reach of it but the actor.
 
         Callers ask first and build the event only when someone hears it or the run is recorded. The order
@@ -507,18 +501,14 @@ class Simulation:
         are read, never changed); record it; wake the idle ones once the instant is settled."""
         # The record's kind stays "event"; what happened ("took", "arrived"...) goes in "event".
         if self.record:
-            self._emit({"kind": "event", "t": self.time, "event": event["kind"],
+            self.emit({"kind": "event", "t": self.time, "event": event["kind"],
                         **{k: v for k, v in event.items() if k != "kind"}})
         if not audience:
             return
         shared = {"time": self.time, **event}
         wakes = self._event_wakes
         for agent in audience:
-            events = agent.events
-            events.append(shared)
-            if len(events) > MAX_EVENTS:
-                del events[0]
-                agent.events_dropped += 1
+            _append_event(agent, shared)
             lanes = agent.lanes
             # Only an agent idle now can be idle once the instant is settled with no wake due at the event's
             # (what _flush_event_wakes wakes), so only those are queued: the crowd walking through is not visited
@@ -527,10 +517,6 @@ class Simulation:
             # for "done", which outranks "event"): either way the event's wake would change nothing.
             if lanes["body"] is None and lanes["voice"] is None:
                 wakes.append(agent)
-
-    def notify_place(self, cell: Any, event: dict[str, Any], actor: str | None) -> None:
-        """Tell everyone within reach of ``cell`` (except the actor) what changed; wake the idle ones."""
-        self.notify(self.audience(cell, actor), event)
 
     def _flush_event_wakes(self) -> None:
         """Wake, for the events of this instant, the agents that are idle once the instant is settled.
@@ -546,7 +532,7 @@ class Simulation:
                 self._wake(other, wake_at, "event")  # (one waking now sees the event anyway)
         self._event_wakes.clear()
 
-    def deliver_message(self, to: Agent, message: dict[str, Any]) -> None:
+    def deliver(self, to: Agent, message: dict[str, Any]) -> None:
         to.messages.append(message)
         if len(to.messages) > self.conv.max_messages:
             del to.messages[0]
@@ -572,14 +558,16 @@ class Simulation:
                     obj.status = "completed"
                     self._all_met = self._objectives_met()
                 if self.record:
-                    self._emit({"kind": "objective", "t": self.time, **obj.view()})
+                    self.emit({"kind": "objective", "t": self.time, **obj.view()})
 
-    def _check_objectives_end(self) -> None:
-        if self._live and self._all_met:
+    def _end_if_all_met(self) -> None:
+        """End the run "completed" once every objective is met: checked when an instant is settled, after a
+        batch's adjudication and before a deadline is judged (a deadline met in its very instant is met)."""
+        if self._all_met and self._live:
             self._end("completed", "every objective is met")
 
     def _deadline(self, key: str, token: Any) -> None:
-        self._check_objectives_end()
+        self._end_if_all_met()
         if self.ended:
             return
         if key == "limit":
@@ -589,13 +577,13 @@ class Simulation:
         if obj.status == "pending":
             obj.status = "failed"
             self._objective_views = None
-            self._emit({"kind": "objective", "t": self.time, **obj.view()})
+            self.emit({"kind": "objective", "t": self.time, **obj.view()})
             self._end("failed", f"objective {obj.id} missed its deadline at {obj.deadline_ms} ms")
 
     def _end(self, status: str, reason: str) -> None:
         self.status, self.end_reason = status, reason
         self._live = False
-        self._emit({"kind": "end", "t": self.time, "status": status, "reason": reason,
+        self.emit({"kind": "end", "t": self.time, "status": status, "reason": reason,
                     "objectives": [o.view() for o in self.objectives.values()],
                     "decisions": self.decisions})
 
@@ -631,7 +619,7 @@ class Simulation:
         return PENDING
 
     def conflict_of(self, observation_id: str) -> dict[str, str] | None:
-        """The same-batch conflict that rejected the answer to ``observation_id`` (see ``rules.conflict``)."""
+        """The same-batch conflict that rejected the answer to ``observation_id`` (see ``ToolRules.conflict``, rules.py)."""
         return self.conflicts.get(observation_id)
 
     def summary(self) -> dict[str, Any]:

@@ -1,8 +1,9 @@
-"""The tool catalog: generic tools every world has, plus a scenario's work tools.
+"""A tool's catalog entry: what an agent (or an LLM's function-calling) is told about it.
 
-A tool is described the way LLM function-calling describes functions (name, description,
-JSON Schema of its input) and adds the two facts the scheduler needs: its ``lane`` and whether it
-is ``durative``. The rules of each tool live in ``warren_sim.engine.rules``.
+A tool is described the way LLM function-calling describes functions (name, description, JSON Schema of its
+input) and adds the two facts the scheduler needs: its ``lane`` and whether it is ``durative``. Each entry of
+the rules table (``rules.py``) holds its tool's catalog entry beside its rules; the generic tools' entries are
+written there, a scenario tool's is made here from its ``WorkToolSpec``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class Tool:
         }
 
 
-def _schema(**props: dict[str, Any]) -> dict[str, Any]:
+def schema(**props: dict[str, Any]) -> dict[str, Any]:
+    """The input schema of a tool whose parameters are all required (the only kind there is)."""
     return {
         "type": "object",
         "properties": props,
@@ -42,37 +44,16 @@ def _schema(**props: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-_STR = {"type": "string"}
-_TEXT = {"type": "string", "maxLength": 500}
-
-GENERIC_TOOLS: tuple[Tool, ...] = (
-    Tool("move_to", "Walk to a place, however far.", "body", True, _schema(dest=_STR)),
-    Tool("take", "Pick up an item within reach (at your cell or your place).", "body", False, _schema(item=_STR)),
-    Tool("drop", "Put down an item you carry, here.", "body", False, _schema(item=_STR)),
-    Tool("give", "Hand an item you carry to an agent within reach.", "body", False, _schema(item=_STR, to=_STR)),
-    Tool("say", "Speak aloud; everyone at your place hears it.", "voice", False, _schema(text=_TEXT)),
-    Tool("tell", "Send a direct message to one agent, wherever it is.", "voice", False, _schema(to=_STR, text=_TEXT)),
-    Tool("inspect", "Look closely at an item, agent, structure or place you can see.", "body", False,
-         _schema(target=_STR)),
-)
-
-GENERIC_NAMES = tuple(t.name for t in GENERIC_TOOLS)
+STR: dict[str, Any] = {"type": "string"}
+TEXT: dict[str, Any] = {"type": "string", "maxLength": 500}
 
 
 def work_tool(spec: WorkToolSpec) -> Tool:
     props: dict[str, Any] = {}
     if spec.structure_kinds:
-        props["structure"] = _STR
+        props["structure"] = STR
     if spec.item_kinds:
-        props["item"] = _STR
+        props["item"] = STR
     if spec.needs_code:
-        props["code"] = _STR
-    return Tool(spec.name, spec.description, spec.lane, spec.durative, _schema(**props), work=spec)
-
-
-def catalog(work_tools: tuple[WorkToolSpec, ...]) -> dict[str, Tool]:
-    """Every tool of a world by name, generic ones first, in a fixed order."""
-    tools = {t.name: t for t in GENERIC_TOOLS}
-    for spec in work_tools:
-        tools[spec.name] = work_tool(spec)
-    return tools
+        props["code"] = STR
+    return Tool(spec.name, spec.description, spec.lane, spec.durative, schema(**props), work=spec)

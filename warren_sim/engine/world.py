@@ -205,9 +205,14 @@ class World:
         item.cell = item.holder = item.inside = None
 
     def move_agent(self, agent: Agent, cell: Cell) -> None:
-        del self.agents_at[agent.cell][agent.id]
+        """The agent leaves its cell for ``cell`` (arriving last there: ``agents_at`` keeps arrival order)."""
+        agents_at = self.agents_at
+        del agents_at[agent.cell][agent.id]
         agent.cell = cell
-        self.agents_at.setdefault(cell, {})[agent.id] = agent
+        there = agents_at.get(cell)
+        if there is None:
+            there = agents_at[cell] = {}
+        there[agent.id] = agent
 
     def place_of(self, cell: Cell) -> str | None:
         return self.cell_place.get(cell)

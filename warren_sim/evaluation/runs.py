@@ -143,7 +143,7 @@ def run_task(task: Task, clock: Clock | None = None) -> dict[str, Any]:
         for r in s.drain_records():
             if r["kind"] == "outcome" and r["outcome"] == "rejected":
                 counts["rejected"] += 1
-                if r.get("conflict") is not None:  # a same-batch loss (engine.rules.conflict)
+                if r.get("conflict") is not None:  # a same-batch loss (a tool entry's conflict, engine/rules.py)
                     counts["conflicts"] += 1
 
     sim: Simulation | None = None

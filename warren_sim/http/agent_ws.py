@@ -1,15 +1,17 @@
 """The agent WebSocket binding of warren-agent/0: ``WS /v1/agent``, JSON-RPC 2.0 both ways.
 
 HTTP long-polling stays canonical; this binding carries the same semantics at a lower cost per
-decision. Everything that matters is shared with HTTP: leases are the same objects, commands go
-through the same ``Run.submit`` (the same verdict function), and the same deadlines and journal
-apply. What the binding adds is pushing: a connection subscribed to agents gets their envelopes as
-notifications, several agents woken in one batch in one ``observations`` frame.
+decision. Everything that matters is shared with HTTP: each method is one call of the agent operation
+of its kind (:mod:`warren_sim.runtime.agent_ops`, which HTTP's routes call too), so leases, verdicts,
+refusals, deadlines and the journal are the same. What the binding adds is pushing: a connection
+subscribed to agents gets their envelopes as notifications, several agents woken in one batch in one
+``observations`` frame. The connection itself is :mod:`.ws_lane`'s (the handshake, the frames' I/O).
 
 Error codes: JSON-RPC's own for protocol faults (-32700 parse error, -32600 invalid request and
 batches, -32601 unknown method, -32602 bad params, with a teaching ``data``); for refusals that
 HTTP expresses with a status, ``code`` is that HTTP status (401, 403, 404, 409, 410, 422, 429)
-and ``data`` carries ``{"status", "detail"}`` — one table of meanings for both transports.
+and ``data`` carries ``{"status", "detail"}`` — one table of meanings for both transports; an ended
+run's 410 adds ``run_status``, its terminal status, as the problem body does over HTTP.
 """
 
 from __future__ import annotations
@@ -20,19 +22,20 @@ from typing import Any, Protocol
 import attrs
 import orjson
 import trio
-from quart import websocket
 
 from .. import __version__
-from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
+from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION, case_hint
 from ..protocol.converter import converter
+from ..protocol.models import problem
 from ..protocol.strict_json import StrictJSONError, loads_strict
+from ..runtime import agent_ops
 from ..runtime.errors import RunError
+from ..runtime.faults import Fault
 from ..runtime.leases import RemoteAgent
 from ..runtime.manager import RunManager
 from ..runtime.run import Run
 from ..runtime.stored import StoredRun
 from ..runtime.views import current_wire
-from .state import WarrenApp
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 NOTIFICATIONS = ("observation", "observations", "outcome", "outcomes", "run.status")
@@ -94,8 +97,7 @@ class Subscription:
 
 
 class Peer(Protocol):
-    """The connection's other end, as the session needs it: Quart's ``websocket`` (:class:`QuartPeer`) or the
-    raw ASGI lane's (:mod:`.ws_lane`)."""
+    """The connection's other end, as the session needs it (:class:`.ws_lane.AsgiPeer`; a test may bring its own)."""
 
     async def receive(self) -> str | bytes | None:
         """The next message; None once the peer has gone."""
@@ -105,24 +107,11 @@ class Peer(Protocol):
     async def close(self, code: int, reason: str) -> None: ...
 
 
-class QuartPeer:
-    """Quart's ``websocket`` context object as a :class:`Peer`."""
-
-    async def receive(self) -> str | bytes | None:
-        return await websocket.receive()  # a disconnect cancels the handler (Quart-Trio)
-
-    async def send(self, text: str) -> None:
-        await websocket.send(text)
-
-    async def close(self, code: int, reason: str) -> None:
-        await websocket.close(code, reason)
-
-
 class AgentSession:
     """One WebSocket connection: its subscriptions, its heartbeat, its sender."""
 
-    def __init__(self, manager: RunManager, heartbeat_s: float, peer: Peer | None = None) -> None:
-        self.peer: Peer = peer if peer is not None else QuartPeer()
+    def __init__(self, manager: RunManager, heartbeat_s: float, peer: Peer) -> None:
+        self.peer = peer
         self.manager = manager
         self.heartbeat_s = heartbeat_s
         self.subs: dict[tuple[str, str], Subscription] = {}
@@ -139,6 +128,7 @@ class AgentSession:
         self.outbox: list[dict[str, Any]] = []  # replies waiting for the sender (batched frames only)
         self._to_write: dict[str, Run] = {}
         self.accepted_in: dict[str, Run | StoredRun] = {}  # runs whose journals took an accept for this reply
+        self.after_reply: Fault | None = None  # a lost_reply or delay fault of the request being answered
 
     async def send(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
         """One frame: a message, or (batched frames) an array of them."""
@@ -165,7 +155,18 @@ class AgentSession:
                     if raw is None:
                         return  # the peer went away
                     self.last_heard = trio.current_time()
-                    reply = self.handle(raw)
+                    try:
+                        reply = self.handle(raw)
+                    except CloseConnection as close:
+                        await self._close_for_fault(close.code, close.reason)
+                        return
+                    fault, self.after_reply = self.after_reply, None
+                    if fault is not None and fault.fault == "lost_reply":
+                        await self._close_for_fault(1011, f"an injected fault: lost_reply ({fault.request} "
+                                                          f"#{fault.index} of {fault.agent_id}): served, reply lost")
+                        return
+                    if fault is not None:  # delay
+                        await trio.sleep(fault.delay_s)
                     if self.accepted_in:  # --fsync: on disk before the receipt leaves (one fsync per tick)
                         runs, self.accepted_in = self.accepted_in, {}
                         for run in runs.values():
@@ -215,8 +216,52 @@ class AgentSession:
                 return None
             return _error(rid, METHOD_NOT_FOUND, "Method not found",
                           {"detail": f"unknown method {method!r}; methods: {', '.join(METHODS)}"})
+        fault = self._fault(method, params) if self.manager.faults.plans else None
+        if fault is not None:
+            early = self._before(fault, rid)
+            if early is not None:
+                return early
         reply = self.dispatch(handler, params, rid)
+        if fault is not None and fault.fault == "redeliver":
+            sub = self.subs.get((str(params.get("run_id")), str(params.get("agent_id"))))
+            if sub is not None and sub.last_seq >= 0:
+                sub.last_seq -= 1  # the envelope it was pushed last is pushed again
+                self.woken[sub] = None
+        if fault is not None and fault.fault in ("lost_reply", "delay"):
+            self.after_reply = fault  # serve() loses or holds back this reply
         return reply if "id" in message else None
+
+    # -- faults (docs/faults.md): decided in agent_ops, done here to the connection --------------------------
+    def _fault(self, method: str, params: dict[str, Any]) -> Fault | None:
+        kind = FAULT_KINDS.get(method)
+        run_id, agent_id = params.get("run_id"), params.get("agent_id")
+        if kind is None or not isinstance(run_id, str) or not isinstance(agent_id, str):
+            return None
+        if run_id not in self.manager.faults.plans:
+            return None
+        resumes = kind != "claim" or isinstance(params.get("lease"), str)
+        return agent_ops.fault(self.manager, run_id, agent_id, kind, websocket=True, resumes=resumes)
+
+    async def _close_for_fault(self, code: int, reason: str) -> None:
+        """Close the connection for a fault, after the replies already due to other requests (batched frames wait
+        in the outbox): a fault loses its own request's reply, not the replies of requests served before it."""
+        if self.outbox:
+            await self._flush()
+        await self.peer.close(code, reason)
+
+    def _before(self, fault: Fault, rid: Any) -> dict[str, Any] | None:
+        """What a fault does before its request is served: close the connection (``reset``: 1011, ``disconnect``:
+        1012), or answer 503 (``unavailable``); None to serve the request."""
+        if fault.fault in ("reset", "disconnect"):
+            raise CloseConnection(1012 if fault.fault == "disconnect" else 1011,
+                                  f"an injected fault: {fault.fault} ({fault.request} #{fault.index} of "
+                                  f"{fault.agent_id})")
+        if fault.fault == "unavailable":
+            detail = (f"the server is unavailable (an injected fault: unavailable, {fault.request} #{fault.index} "
+                      f"of {fault.agent_id}); retry after data.retry_after seconds")
+            return _error(rid, 503, problem(503, detail)["title"], {"status": 503, "detail": detail,
+                                                                    "retry_after": 0})
+        return None
 
     def dispatch(self, handler: Any, params: dict[str, Any], rid: Any) -> dict[str, Any]:
         """Call a method on parsed params: its result, or its refusal as a JSON-RPC error."""
@@ -225,23 +270,23 @@ class AgentSession:
         except RpcError as exc:
             return _error(rid, exc.code, exc.message, exc.data)
         except RunError as exc:
-            return _error(rid, exc.status, _TITLES.get(exc.status, "Refused"),
-                          {"status": exc.status, "detail": exc.detail})
+            data = {"status": exc.status, "detail": exc.detail}
+            if exc.run_status is not None:  # an ended run's 410: its terminal status as data
+                data["run_status"] = exc.run_status
+            return _error(rid, exc.status, problem(exc.status, exc.detail)["title"], data)  # HTTP's status phrase
         return {"jsonrpc": "2.0", "id": rid, "result": result}
 
-    def _run(self, params: dict[str, Any], method: str) -> Run | StoredRun:
-        return self.manager.get(_str_param(params, "run_id", method))
-
-    def _authed(self, params: dict[str, Any], method: str) -> tuple[Run | StoredRun, RemoteAgent]:
-        run = self._run(params, method)
-        agent_id = _str_param(params, "agent_id", method)
-        lease = _str_param(params, "lease", method, optional=True)
-        return run, run.authenticate(agent_id, lease)
+    def _agent(self, params: dict[str, Any], method: str) -> tuple[Run | StoredRun, str, str | None]:
+        """The run, the agent and the lease a method names (``run_id``, ``agent_id``, ``lease``: -32602 when they
+        are not strings; 404 for an unknown run)."""
+        run = self.manager.get(_str_param(params, "run_id", method))
+        return run, _str_param(params, "agent_id", method), _str_param(params, "lease", method, optional=True)
 
     def m_initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         asked = params.get("protocol", PROTOCOL_VERSION)
         if asked != PROTOCOL_VERSION:
-            raise RunError(409, f"this server speaks {PROTOCOL_VERSION}; initialize asked for {asked!r}")
+            raise RunError(409, f"this server speaks {PROTOCOL_VERSION}; initialize asked for {asked!r}"
+                           + (case_hint(asked) if isinstance(asked, str) else ""))
         frames = params.get("frames", "single")
         if frames not in FRAMES:
             raise _bad_params(f"initialize: params.frames must be one of {', '.join(FRAMES)}; got "
@@ -259,50 +304,44 @@ class AgentSession:
         return {"origin_ns": origin, "receive_ns": now, "transmit_ns": now}
 
     def m_claim(self, params: dict[str, Any]) -> dict[str, Any]:
-        run = self._run(params, "agent.claim")
+        run = self.manager.get(_str_param(params, "run_id", "agent.claim"))
         agent_id = _str_param(params, "agent_id", "agent.claim")
         parts = _parts_param(params, "agent.claim")
-        token, resumed = run.claim(agent_id, _str_param(params, "lease", "agent.claim", optional=True))
-        sub = self._subscribe(run, run.remote[agent_id])
+        token, resumed = agent_ops.claim(run, agent_id, _str_param(params, "lease", "agent.claim", optional=True))
+        sub = self._subscribe(run, run.agent(agent_id))
         if parts is not None:  # as agent.subscribe's parts, without a second request before the first envelope
             sub.parts = parts
-        return {"lease": token, "briefing_revision": 1, "resumed": resumed}
+        return {"lease": token, "briefing_revision": agent_ops.BRIEFING_REVISION, "resumed": resumed}
 
     def m_release(self, params: dict[str, Any]) -> dict[str, Any]:
-        run = self._run(params, "agent.release")
-        agent_id = _str_param(params, "agent_id", "agent.release")
-        run.release(agent_id, _str_param(params, "lease", "agent.release", optional=True))
+        run, agent_id, lease = self._agent(params, "agent.release")
+        agent_ops.release(run, agent_id, lease)
         sub = self.subs.pop((run.run_id, agent_id), None)
         if sub is not None:
             _unlisten(sub)
         return {"agent_id": agent_id, "released": True}
 
     def m_briefing(self, params: dict[str, Any]) -> dict[str, Any]:
-        run, ra = self._authed(params, "agent.briefing")
-        return run.briefing_for(ra.agent_id)
+        return agent_ops.briefing(*self._agent(params, "agent.briefing"))
 
     def m_subscribe(self, params: dict[str, Any]) -> dict[str, Any]:
-        run, ra = self._authed(params, "agent.subscribe")
-        if run.is_ended:
-            raise RunError(410, f"{run.run_id} has ended with status {run.status}; there will be no more "
-                           "observations")
+        run, agent_id, lease = self._agent(params, "agent.subscribe")
+        ra = agent_ops.subscribe(run, agent_id, lease)
         parts = _parts_param(params, "agent.subscribe")
         sub = self._subscribe(run, ra, keep_seq=True)
         sub.parts = PARTS if parts is None else parts
         return {"agent_id": ra.agent_id, "parts": list(sub.parts)}
 
     def m_submit(self, params: dict[str, Any]) -> dict[str, Any]:
-        run, ra = self._authed(params, "agent.submit")
-        command = params.get("command")
-        lease = params.get("lease")
+        run, agent_id, lease = self._agent(params, "agent.submit")
+        ra = agent_ops.authenticate(run, agent_id, lease)
         defer = self._batching and isinstance(run, Run)  # a stored run's rebuild writes its own
-        judgement = run.submit(ra, command, lease if isinstance(lease, str) else None, write=not defer)
+        judgement = agent_ops.submit(run, ra, params.get("command"), lease, write=not defer)
         if defer and judgement.accept and isinstance(run, Run):
             self._to_write[run.run_id] = run
         if judgement.accept:
             self.accepted_in[run.run_id] = run
-        if judgement.receipt is None:
-            raise RunError(422, judgement.problem_detail)
+        assert judgement.receipt is not None  # agent_ops.submit refuses a command without one (422)
         sub = self.subs.get((run.run_id, ra.agent_id))
         if sub is not None and judgement.accept:
             # tracked from here; it changes when the run adjudicates, which pokes the agent (so its listener)
@@ -334,9 +373,9 @@ class AgentSession:
         return {"results": out}
 
     def m_receipt(self, params: dict[str, Any]) -> dict[str, Any]:
-        run, ra = self._authed(params, "agent.receipt")
+        run, agent_id, lease = self._agent(params, "agent.receipt")
         cid = _str_param(params, "command_id", "agent.receipt")
-        return converter.unstructure(run.receipt(ra, cid))
+        return converter.unstructure(agent_ops.receipt(run, agent_id, lease, cid))
 
     # -- pushing -------------------------------------------------------------------------------------
     def _subscribe(self, run: Run | StoredRun, ra: RemoteAgent, keep_seq: bool = False) -> Subscription:
@@ -405,7 +444,8 @@ class AgentSession:
                 first_run = first_run or run.run_id
                 envelopes.append({"agent_id": ra.agent_id, "seq": env.seq, "envelope": env.shaped(sub.parts)})
             if sub.outcomes:
-                self._outcomes_changed(sub, outcomes)
+                outcomes += [{"run_id": run.run_id, "agent_id": ra.agent_id, "seq": sub.last_seq, "receipt": wire}
+                             for wire in agent_ops.changed_receipts(run, ra, sub.outcomes)]
             if run.is_ended and not sub.ended_sent:
                 sub.ended_sent = True
                 statuses.append(_note("run.status", {"run_id": run.run_id, "agent_id": ra.agent_id,
@@ -433,34 +473,6 @@ class AgentSession:
             for message in out:
                 await self.send(message)
 
-    @staticmethod
-    def _outcomes_changed(sub: Subscription, outcomes: list[dict[str, Any]]) -> None:
-        """Add to ``outcomes`` the tracked commands of ``sub`` whose outcome changed since it was sent, and stop
-        tracking those whose outcome is final.
-
-        Final: ``rejected``, ``completed``, ``interrupted``, and ``accepted`` once no lane of the agent holds an
-        action of that command (a sleep, a noop, an instant tool: nothing will change it). Without that last
-        case every sleep stayed tracked for the rest of the run and each wake walked them all: O(decisions so
-        far) per batch, most of a one-agent echo run's server time (bench/results/r4-perf-wire.md).
-        """
-        run, ra = sub.run, sub.agent
-        sim = run.sim
-        for cid, sent in list(sub.outcomes.items()):
-            # Compare the engine's outcome first: building a receipt for every tracked command on
-            # every wake was a third of the server's CPU per decision (bench/out/ws_profile_server.txt).
-            oid = ra.observation_of_command.get(cid)
-            now = sim.outcome_of(oid)[0] if oid is not None else None
-            if now is None or now != sent:
-                wire = _receipt_wire(run, ra, cid, oid)
-                now = wire["outcome"]
-                if now != sent:
-                    sub.outcomes[cid] = now
-                    outcomes.append({"run_id": run.run_id, "agent_id": ra.agent_id, "seq": sub.last_seq,
-                                     "receipt": wire})
-            if now in ("rejected", "completed", "interrupted") or (now == "accepted" and oid is not None
-                                                                    and not _holds(sim, ra.agent_id, oid)):
-                del sub.outcomes[cid]
-
     async def _heartbeat(self) -> None:
         """Ping the peer every interval; drop it after three intervals of silence (leases live on)."""
         while True:
@@ -476,32 +488,6 @@ class AgentSession:
 def _clock_ns() -> int:
     """The server's clock sample for heartbeats: the trio clock (warped under --rate), in ns."""
     return int(trio.current_time() * 1e9)
-
-
-def _receipt_wire(run: Run | StoredRun, ra: RemoteAgent, command_id: str, observation_id: str | None) -> dict[str, Any]:
-    """The receipt of a tracked command as the wire has it (``converter.unstructure(run.receipt(...))``).
-
-    An accepted command with no conflict (nearly all of them) is written straight from its verdict and the
-    engine's outcome: building the receipt (``attrs.evolve`` and its validators) and unstructuring it was a
-    tenth of the server's CPU per decision at 64 agents (bench/results/r4-perf-wire.md);
-    tests/test_protocol_transports.py checks the two agree.
-    """
-    original = ra.ledger.accepted.get(command_id)
-    if original is not None and observation_id is not None and run.sim.conflict_of(observation_id) is None:
-        outcome, reason = run.sim.outcome_of(observation_id)
-        return {"command_id": original.command_id, "observation_id": original.observation_id,
-                "status": original.status, "detail": original.detail, "outcome": outcome,
-                "outcome_reason": reason, "conflict": None}
-    return converter.unstructure(run.receipt(ra, command_id))
-
-
-def _holds(sim: Any, agent_id: str, observation_id: str) -> bool:
-    """Whether a lane of the agent holds the action of the command that answered ``observation_id`` (a
-    durative action under way, whose outcome will still change to completed or interrupted)."""
-    agent = sim.world.agents.get(agent_id)
-    if agent is None:
-        return False
-    return any(a is not None and a.observation_id == observation_id for a in agent.lanes.values())
 
 
 def _unlisten(sub: Subscription) -> None:
@@ -528,9 +514,6 @@ def _error(rid: Any, code: int, message: str, data: Any = None) -> dict[str, Any
     return {"jsonrpc": "2.0", "id": rid, "error": err}
 
 
-_TITLES = {401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 409: "Conflict", 410: "Gone",
-           422: "Unprocessable Content", 429: "Too Many Requests", 400: "Bad Request"}
-
 METHODS = {
     "initialize": AgentSession.m_initialize,
     "ping": AgentSession.m_ping,
@@ -548,28 +531,23 @@ def refused_protocol(headers: Any) -> str | None:
     """Why a connection's ``X-Warren-Protocol`` is refused (closed with 1002 before the handshake), or None."""
     sent = headers.get(PROTOCOL_HEADER)
     if sent is not None and sent.strip() != PROTOCOL_VERSION:
-        return f"this server speaks {PROTOCOL_VERSION}, not {sent}"
+        return f"this server speaks {PROTOCOL_VERSION}, not {sent}{case_hint(sent)}"
     return None
+
+
+class CloseConnection(Exception):
+    """A fault closes the connection (``reset``, ``disconnect``) before its request is served."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+#: JSON-RPC methods -> the request kinds of docs/faults.md (agent.submit_many names several agents: no fault)
+FAULT_KINDS = {"agent.claim": "claim", "agent.release": "release", "agent.briefing": "briefing",
+               "agent.subscribe": "poll", "agent.submit": "submit", "agent.receipt": "receipt"}
 
 
 class Dropped(Exception):
     """The peer fell silent; ends the session (the heartbeat closed the connection with 1001)."""
-
-
-def register(app: WarrenApp) -> None:
-    """Add ``WS /v1/agent`` to ``app`` (served by the raw ASGI lane, :mod:`.ws_lane`, when installed; this route
-    is the same session behind Quart's websocket object, and keeps the rule in the app's URL map)."""
-    state = app.warren
-
-    @app.websocket("/v1/agent")
-    async def agent_socket() -> None:
-        refused = refused_protocol(websocket.headers)
-        if refused is not None:
-            await websocket.close(1002, refused)
-            return
-        await websocket.accept(headers={PROTOCOL_HEADER: PROTOCOL_VERSION})
-        session = AgentSession(state.runs(), state.config.heartbeat_s)
-        try:
-            await session.serve()
-        except* Dropped:  # raised in the session's nursery: the heartbeat closed the connection (1001)
-            pass

@@ -6,8 +6,13 @@ Each route turns a request into one call on the runtime and its result into a re
 
 - :mod:`.hooks`: the run manager's lifetime, the protocol header, every error reply;
 - :mod:`.docs_routes`: schemas and OpenAPI; :mod:`.stream_routes`: spectator streams (WS and SSE);
-- :mod:`.agent_ws`: the agent WebSocket (JSON-RPC); :mod:`.scenario_routes`: ``GET /v1`` and scenarios;
-- :mod:`.run_routes`: runs and journals; :mod:`.agent_routes`: agents over HTTP long-polling.
+- :mod:`.scenario_routes`: ``GET /v1`` and scenarios; :mod:`.run_routes`: runs and journals;
+- :mod:`.agent_routes`: agents over HTTP long-polling.
+
+Two raw ASGI lanes wrap Quart's ASGI app (Hypercorn and Quart's test client both call ``app.asgi_app``):
+:mod:`.ws_lane` serves ``WS /v1/agent`` (the JSON-RPC session of :mod:`.agent_ws`), and :mod:`.http_lane` answers
+the two hot agent routes in their plain form with the same functions as Quart's routes. Every agent request, on
+any of them, is one call of :mod:`warren_sim.runtime.agent_ops`.
 
 Their shared state is one typed :class:`~.state.AppState` on ``app.warren``.
 """
@@ -17,8 +22,8 @@ from __future__ import annotations
 from ..protocol.strict_json import MAX_BODY_BYTES
 from ..runtime.manager import ServerConfig
 from .agent_routes import register_agent_routes
-from .agent_ws import register as register_agent_ws
 from .docs_routes import register_docs_routes
+from .fault_lane import fault_lane
 from .hooks import register_hooks
 from .http_lane import http_lane
 from .run_routes import register_run_routes
@@ -41,11 +46,11 @@ def create_app(config: ServerConfig | None = None) -> WarrenApp:
     register_hooks(app)
     register_docs_routes(app)  # GET /v1/schemas, /v1/schemas/<name>, /v1/openapi.json
     register_stream_routes(app)  # WS /v1/runs/<run>/stream, GET /v1/runs/<run>/events
-    register_agent_ws(app)  # WS /v1/agent
     register_scenario_routes(app)  # GET /v1, /v1/scenarios, /v1/scenarios/<name>
     register_run_routes(app)  # /v1/runs, /v1/runs/<run>, .../start, .../journal
     register_agent_routes(app)  # /v1/runs/<run>/agents/<agent>/...
     register_viewer_routes(app)  # GET /, /runs/<run>, /runs/<run>/observations/<id>: the viewer
     app.asgi_app = http_lane(app, app.asgi_app)  # type: ignore[method-assign,assignment]  # the hot agent routes, Quart-less
     app.asgi_app = ws_lane(app, app.asgi_app)  # type: ignore[method-assign]  # WS /v1/agent as raw ASGI
+    app.asgi_app = fault_lane(app, app.asgi_app)  # type: ignore[method-assign]  # seeded faults (docs/faults.md)
     return app

@@ -13,7 +13,7 @@ import trio
 from quart import Response, request, websocket
 from werkzeug.exceptions import HTTPException
 
-from ..protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_HEADER, PROTOCOL_VERSION
+from ..protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_HEADER, PROTOCOL_VERSION, case_hint
 from ..protocol.strict_json import MAX_BODY_BYTES
 from ..runtime.clock import WallMap
 from ..runtime.errors import RunError
@@ -27,22 +27,23 @@ _UNEXPECTED = ("the server failed on this request ({}); this is a bug in WARREN,
                "that caused it")
 
 
-def _refusal_parts(exc: Exception) -> tuple[int, str, list[tuple[str, str]]]:
-    """A refusal's status, detail and extra headers: a :class:`RunError` keeps its status and ``Retry-After``, a
-    :class:`BadRequest` its status; anything else is a bug (500)."""
+def _refusal_parts(exc: Exception) -> tuple[int, str, list[tuple[str, str]], str | None]:
+    """A refusal's status, detail, extra headers and ``run_status`` member: a :class:`RunError` keeps its status,
+    its ``Retry-After`` and its run's terminal status (an ended run's 410), a :class:`BadRequest` its status;
+    anything else is a bug (500)."""
     if isinstance(exc, RunError):
         extra = [] if exc.retry_after is None else [("Retry-After", str(exc.retry_after))]
-        return exc.status, exc.detail, extra
+        return exc.status, exc.detail, extra, exc.run_status
     if isinstance(exc, BadRequest):
-        return exc.status, exc.detail, []
-    return 500, _UNEXPECTED.format(type(exc).__name__), []
+        return exc.status, exc.detail, [], None
+    return 500, _UNEXPECTED.format(type(exc).__name__), [], None
 
 
 def refusal(exc: Exception) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """What the error handlers below answer for ``exc`` on a ``/v1`` path, as raw ASGI parts (status, headers,
     body): the HTTP lane's refusals (:mod:`.http_lane`), byte for byte Quart's."""
-    status, detail, extra = _refusal_parts(exc)
-    body = problem_body(status, detail).encode()
+    status, detail, extra, run_status = _refusal_parts(exc)
+    body = problem_body(status, detail, run_status).encode()
     headers = [(b"content-type", PROBLEM_CONTENT_TYPE.encode()), (b"content-length", str(len(body)).encode()),
                *((k.lower().encode(), v.encode()) for k, v in extra),
                (PROTOCOL_HEADER.lower().encode(), PROTOCOL_VERSION.encode())]
@@ -115,7 +116,7 @@ def register_hooks(app: WarrenApp) -> None:
         sent = request.headers.get(PROTOCOL_HEADER)
         if sent is not None and sent.strip() != PROTOCOL_VERSION:
             return problem_reply(409, f"this server speaks {PROTOCOL_VERSION}, the request's {PROTOCOL_HEADER} says "
-                                 f"{sent!r}; send {PROTOCOL_HEADER}: {PROTOCOL_VERSION} or leave the header out")
+                                 f"{sent!r}{case_hint(sent)}; send {PROTOCOL_HEADER}: {PROTOCOL_VERSION} or leave the header out")
         return None
 
     @app.before_websocket
@@ -138,17 +139,13 @@ def register_hooks(app: WarrenApp) -> None:
         return response
 
     @app.errorhandler(RunError)
-    async def _run_error(exc: RunError) -> Response:
-        status, detail, extra = _refusal_parts(exc)  # a cap (429) adds Retry-After: when to try again, real seconds
-        response = problem_reply(status, detail)
+    @app.errorhandler(BadRequest)
+    async def _refused(exc: RunError | BadRequest) -> Response:
+        status, detail, extra, run_status = _refusal_parts(exc)  # a cap (429) adds Retry-After (real seconds)
+        response = problem_reply(status, detail, run_status)
         for name, value in extra:
             response.headers[name] = value
         return response
-
-    @app.errorhandler(BadRequest)
-    async def _bad_request(exc: BadRequest) -> Response:
-        status, detail, _ = _refusal_parts(exc)
-        return problem_reply(status, detail)
 
     @app.errorhandler(HTTPException)
     async def _http_error(exc: HTTPException) -> Response:
@@ -165,5 +162,5 @@ def register_hooks(app: WarrenApp) -> None:
     @app.errorhandler(Exception)
     async def _unexpected(exc: Exception) -> Response:
         app.logger.exception("unexpected error")
-        status, detail, _ = _refusal_parts(exc)
+        status, detail, _, _ = _refusal_parts(exc)
         return problem_reply(status, detail)

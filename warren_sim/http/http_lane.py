@@ -5,8 +5,10 @@ Why: an agent's decision over HTTP is one or two requests (``GET .../observation
 before/after hooks, two tasks per request, a three-part response write) cost as much as WARREN's own work
 (bench/results/r4-perf-http.md). The lane answers exactly those two routes in their plain form, with the
 same route functions as Quart's routes (:func:`~.agent_routes.poll_observation`,
-:func:`~.agent_routes.submit_command`: one function per route, no copy) and the same replies, refusals
-included (problem+json bodies, statuses, ``Retry-After``, the protocol header).
+:func:`~.agent_routes.submit_command`: one function per route, no copy, each calling its agent operation in
+:mod:`warren_sim.runtime.agent_ops`) and the same replies, refusals included (problem+json bodies, statuses,
+``Retry-After``, the protocol header). What is the lane's own is only the byte-level ASGI work: recognising the
+plain form from the raw scope, gathering the body, writing the reply's three headers.
 
 Robust by construction: the lane takes a request only when nothing about it needs Quart, and hands it over
 BEFORE reading any of its body otherwise: another method or path, an ``Origin`` header (the browser guard of
@@ -17,7 +19,7 @@ a root path, another HTTP version. Quart then gives today's answer, refusal or n
 Installed by :func:`~.app.create_app` as ``app.asgi_app = http_lane(app, app.asgi_app)``: Quart's test client
 goes through ``app.asgi_app`` too, so every test of these routes exercises the lane.
 
-A long-poll that parks hands the run task a way to answer it (``_deliver_early``, hypercorn_fixes fix 7): when
+A long-poll that parks hands the run task a way to answer it (``_deliver_early``, hypercorn_speed fix 7): when
 the batch that brings its envelope is published, the run task writes the reply into the socket itself, and the
 handler, woken with the rest of the batch, sends the same response through Hypercorn without writing it again.
 Why: trio runs each woken handler's whole reply, bookkeeping included, before the next one's, so the last of
@@ -36,9 +38,9 @@ import trio
 from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
 from ..protocol.strict_json import MAX_BODY_BYTES
 from ..runtime.errors import RunError
-from .agent_routes import HotReply, poll_observation, submit_command
+from .agent_routes import poll_observation, submit_command
 from .hooks import refusal
-from .hypercorn_fixes import EarlyReply, early_reply
+from .hypercorn_speed import EarlyReply, early_reply
 from .replies import BadRequest, parse_json_body
 from .state import WarrenApp
 
@@ -53,16 +55,17 @@ _JSON = b"application/json"
 _NO_CONTENT_HEADERS = [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", b"0"), _PROTO_STAMP]
 
 
-def _reply_headers(content_type: bytes, body: bytes) -> list[tuple[bytes, bytes]]:
-    """A lane reply's headers (one function: an early reply and its handler's must be the same)."""
-    return [(b"content-type", content_type), (b"content-length", b"%d" % len(body)), _PROTO_STAMP]
+def _reply_headers(body: bytes) -> list[tuple[bytes, bytes]]:
+    """A lane 200's headers (one function: an early reply and its handler's must be the same); a refusal's are
+    :func:`~.hooks.refusal`'s."""
+    return [(b"content-type", _JSON), (b"content-length", b"%d" % len(body)), _PROTO_STAMP]
 
 
 def _deliver_early(writer: EarlyReply, body: bytes) -> bool:
     """A parked poll's 200, written by the run task as the batch is published (``Run.wait_observation``'s
-    ``deliver``, ``body`` the envelope's bytes; hypercorn_fixes fix 7): the very bytes its handler answers when it
+    ``deliver``, ``body`` the envelope's bytes; hypercorn_speed fix 7): the very bytes its handler answers when it
     wakes (:func:`~.agent_routes.poll_observation`: ``orjson.dumps`` of the same envelope, ``_reply_headers``)."""
-    return writer.write(200, _reply_headers(_JSON, body), body)
+    return writer.write(200, _reply_headers(body), body)
 
 
 def _plain(scope: dict[str, Any]) -> tuple[str, str, str, int] | None:
@@ -167,17 +170,17 @@ def http_lane(app: WarrenApp, inner: ASGIApp) -> ASGIApp:
             if route == "observations":
                 writer = early_reply(send)
                 deliver = None if writer is None else functools.partial(_deliver_early, writer)
-                out: HotReply = await poll_observation(state, run_id, agent_id, args, deliver)
+                body = await poll_observation(state, run_id, agent_id, args, deliver)
             else:
-                out = await submit_command(state, run_id, agent_id, args, lambda: read_json(exchange, headers))
+                body = await submit_command(state, run_id, agent_id, args, lambda: read_json(exchange, headers))
         except (RunError, BadRequest) as exc:
             return refusal(exc)
         except Exception as exc:  # noqa: BLE001 - what Quart's last error handler answers, the lane answers
             app.logger.exception("unexpected error")
             return refusal(exc)
-        if out.status == 204:
+        if body is None:
             return 204, _NO_CONTENT_HEADERS, b""
-        return out.status, _reply_headers(out.content_type.encode("latin-1"), out.body), out.body
+        return 200, _reply_headers(body), body
 
     async def lane(scope: dict[str, Any], receive: Callable[[], Awaitable[Any]],
                    send: Callable[[Any], Awaitable[None]]) -> None:

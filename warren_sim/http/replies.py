@@ -32,13 +32,19 @@ def reply(obj: Any, status: int = 200, content_type: str = "application/json") -
     return Response(json.dumps(obj, ensure_ascii=False), status=status, content_type=content_type)
 
 
-def problem_body(status: int, detail: str) -> str:
-    """The problem+json text of a refusal: one wording for Quart's replies and the HTTP lane's (:mod:`.http_lane`)."""
-    return json.dumps(problem(status, detail), ensure_ascii=False)
+def problem_body(status: int, detail: str, run_status: str | None = None) -> str:
+    """The problem+json text of a refusal: one wording for Quart's replies and the HTTP lane's (:mod:`.http_lane`).
+
+    ``run_status``: the 410 of an ended run carries the run's terminal status as data, the extension member
+    ``run_status`` (RFC 9457 section 3.2), so a client need not read it out of the detail."""
+    body = problem(status, detail)
+    if run_status is not None:
+        body["run_status"] = run_status
+    return json.dumps(body, ensure_ascii=False)
 
 
-def problem_reply(status: int, detail: str) -> Response:
-    return Response(problem_body(status, detail), status=status, content_type=PROBLEM_CONTENT_TYPE)
+def problem_reply(status: int, detail: str, run_status: str | None = None) -> Response:
+    return Response(problem_body(status, detail, run_status), status=status, content_type=PROBLEM_CONTENT_TYPE)
 
 
 def int_arg(name: str, default: int | None, minimum: int | None = None, args: Mapping[str, str] | None = None) -> int:

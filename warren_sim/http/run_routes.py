@@ -11,7 +11,7 @@ from quart import Response, request
 
 from ..protocol.converter import WireError, structure_or_error
 from ..protocol.models import RunCreate
-from ..runtime.errors import RunError
+from ..runtime.errors import run_ended
 from ..runtime.stored import journal_text_of
 from ..scenarios import list_scenarios
 from .replies import BadRequest, int_arg, json_body, reply
@@ -52,7 +52,7 @@ def register_run_routes(app: WarrenApp) -> None:
     async def start_run(run_id: str) -> Response:
         run = runs().get(run_id)
         if run.is_ended:
-            raise RunError(410, f"{run_id} has ended with status {run.status}")
+            raise run_ended(run_id, run.status)
         run.start()
         return reply(run.view())
 

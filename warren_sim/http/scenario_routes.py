@@ -1,7 +1,7 @@
 """Discovery routes: ``GET /v1`` (what this server is and speaks), ``GET /v1/scenarios``, ``GET /v1/scenarios/{name}``
-(with the world's ``layout``, see :mod:`.scenario_view`).
+(with the world's ``layout``, see :mod:`warren_sim.runtime.scenario_info`).
 
-They read scenario files and the app's URL map, never a run.
+They read scenario descriptions (from the runtime) and the app's URL map, never a run.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from quart import Response, request
 
 from .. import __version__
 from ..protocol import PROTOCOL_VERSION
-from ..scenarios import ScenarioError, list_scenarios, load_scenario
-from .replies import BadRequest, reply
-from .scenario_view import ScenarioRequestError, describe_scenario
+from ..runtime.scenario_info import describe_scenario, scenario_summaries
+from .replies import reply
 from .state import WarrenApp
+from .ws_lane import PATH as AGENT_SOCKET
 
 __all__ = ["endpoints", "register_scenario_routes"]
 
@@ -28,8 +28,9 @@ def endpoints(app: WarrenApp) -> list[dict[str, str]]:
     """Every /v1 route the app serves as ``{"method", "path"}``, paths as OpenAPI writes them, sorted by path.
 
     WebSocket routes have the method ``"WS"``; the others are exactly the operations of the OpenAPI document.
+    The app's URL map has every route but ``WS /v1/agent``, which the raw ASGI lane serves (:mod:`.ws_lane`).
     """
-    out = []
+    out = [{"method": "WS", "path": AGENT_SOCKET}]
     for rule in app.url_map.iter_rules():
         if not rule.rule.startswith("/v1"):
             continue
@@ -47,20 +48,10 @@ def register_scenario_routes(app: WarrenApp) -> None:
 
     @app.route("/v1/scenarios", methods=["GET"])
     async def scenarios() -> Response:
-        out = []
-        for name in list_scenarios():
-            try:
-                spec = load_scenario(name).spec
-            except ScenarioError:
-                continue
-            out.append({"name": name, "title": spec.title, "premise": spec.premise,
-                        "agents": len(spec.agents)})
-        return reply({"scenarios": out})
+        return reply({"scenarios": scenario_summaries()})
 
     @app.route("/v1/scenarios/<name>", methods=["GET"])
     async def scenario(name: str) -> Response:
-        try:  # the description, with the layout of the world that ?params=<JSON object> gives; a worker
-            # thread builds it, so a large world (100,000 foragers) never stalls the server's other requests
-            return reply(await trio.to_thread.run_sync(describe_scenario, name, request.args.get("params")))
-        except ScenarioRequestError as exc:
-            raise BadRequest(exc.status, exc.detail) from None
+        # the description, with the layout of the world that ?params=<JSON object> gives; a worker thread
+        # builds it, so a large world (100,000 foragers) never stalls the server's other requests
+        return reply(await trio.to_thread.run_sync(describe_scenario, name, request.args.get("params")))

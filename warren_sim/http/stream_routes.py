@@ -92,7 +92,7 @@ def register_stream_routes(app: WarrenApp) -> None:
                 # server's view of its disconnect (Quart buffers only a few incoming messages)
                 nursery.start_soon(_discard_incoming)
                 # A reader that takes nothing for --send-timeout is cut where the bytes are written
-                # (http/hypercorn_fixes.py, fix 3): the send below then ends and the slot is freed.
+                # (http/hypercorn_correctness.py, fix 3): the send below then ends and the slot is freed.
                 with Subscription(run, since, config.spectator_queue, journal) as sub:
                     while (frame := await sub.next_frame()) is not None:
                         await websocket.send(dumps(frame))

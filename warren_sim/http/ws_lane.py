@@ -1,4 +1,4 @@
-"""The agent WebSocket's raw ASGI lane: ``WS /v1/agent`` served straight from Hypercorn's ASGI calls.
+"""The agent WebSocket's server: ``WS /v1/agent`` served straight from Hypercorn's ASGI calls, in front of Quart.
 
 Why: behind Quart-Trio every incoming frame took one more task hop (its ``handle_messages`` task reads
 Hypercorn's queue and refills a channel of its own that the handler reads) and every frame sent went through
@@ -8,12 +8,15 @@ At one agent, where every decision is a round trip, that was about a tenth of th
 Hypercorn and Quart's test client (which also calls ``app.asgi_app``) both reach it; everything that is not a
 websocket on ``/v1/agent`` goes to Quart unchanged.
 
-What Quart did at the handshake, the lane does the same way: the ``Origin`` check (``hooks.foreign_origin``:
-a page of another site gets the same 403 problem+json as an HTTP request, through the ASGI
-``websocket.http.response`` extension), a foreign ``X-Warren-Protocol`` closed with 1002 before the handshake,
-the protocol header on the accepted handshake. After it, the session (:class:`.agent_ws.AgentSession`) is the
-same object behind either; only its :class:`~.agent_ws.Peer` differs. An unexpected error is logged as the
-app's error handler logs it and the connection closed with 1000, as Quart-Trio closes it.
+It is the only server of this endpoint (Quart has no route for it; ``GET /v1`` lists it from :data:`PATH`).
+At the handshake it does what Quart does for the app's other WebSockets: the ``Origin`` check
+(``hooks.foreign_origin``: a page of another site gets the same 403 problem+json as an HTTP request, through the
+ASGI ``websocket.http.response`` extension), a foreign ``X-Warren-Protocol`` closed with 1002 before the
+handshake, the protocol header on the accepted handshake. After it, the JSON-RPC session
+(:class:`.agent_ws.AgentSession`) reads and writes frames through an :class:`AsgiPeer`, and each method calls its
+agent operation (:mod:`warren_sim.runtime.agent_ops`). An unexpected error is logged as the app's error handler
+logs it and the connection closed with 1000, as Quart-Trio closes it. A scope with a ``root_path`` (the app
+mounted under a prefix, which ``warren serve`` never does) is not this endpoint's.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from typing import Any
 from ..runtime.clock import seconds_until_unix, wall_seconds
 from .config import LLMConfig, LLMConfigError
 from .prompt import Turn, build_messages, note_after, system_message
-from .tools import Invalid, check_catalog, narrowed_tools, openai_tools, to_command
+from .tools import NOOP, SLEEP, Invalid, check_catalog, narrowed_tools, openai_tools, to_command
 
 DEADLINE_MARGIN_S = 0.5  # kept free before a served deadline for the command's own request
 MAX_BACKOFF_S = 8.0
@@ -161,6 +161,27 @@ class LLMPolicy:
             return {"invalid": turn.invalid, "raw": _raw(reply)}
         assert turn.command is not None
         return dict(turn.command)
+
+    def recall(self, obs: Any, command: Mapping[str, Any]) -> None:
+        """A fork brings this policy to its fork point (docs/fork.md): the past observation and what the agent
+        answered go into the history as if the model had answered with that tool call; no request is sent."""
+        self._learn(obs)
+        observation_id = str(getattr(obs, "observation_id", ""))
+        previous = self.history[-1] if self.history else None
+        user = note_after(previous) + str(obs.text)
+        if "action" in command:
+            name, args = str(command["action"]), dict(command.get("args") or {})
+        elif "sleep_ms" in command:
+            name, args = SLEEP, {"sleep_ms": command["sleep_ms"]}
+        else:
+            name, args = NOOP, {}
+        call_id = f"recalled-{observation_id}"
+        reply = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
+        turn = Turn(observation_id=observation_id, user=user, reply=reply, call_id=call_id, command=dict(command))
+        self.history.append(turn)
+        self._by_obs[observation_id] = turn
+        self._forget()
 
     def on_receipt(self, receipt: Any) -> None:
         """A receipt for one of this policy's commands (remote clients call it after each submit): its verdict

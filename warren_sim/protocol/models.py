@@ -45,6 +45,7 @@ __all__ = [
     "Conflict",
     "ControlledAgents",
     "Envelope",
+    "FaultsConfig",
     "FieldValueError",
     "NpcPolicy",
     "Outcome",
@@ -139,6 +140,18 @@ def _check_unique(_instance: object, attribute: "attrs.Attribute[Any]", value: C
 
 
 @attrs.frozen
+class FaultsConfig:
+    """``"faults": {"spec": "lost_reply=0.2,reset=0.1", "seed": 7}`` of a run creation body (docs/faults.md):
+    seeded faults on this run's wire, for testing the agents that drive it. The SPEC is read by the runtime
+    (``warren_sim.runtime.faults.parse_faults``), whose teaching error a bad one gets (400)."""
+
+    WIRE_NAME: ClassVar[str] = "the faults object"
+
+    spec: str
+    seed: int = 0
+
+
+@attrs.frozen
 class RunCreate:
     """Body of ``POST /v1/runs``: who is driven remotely and how the run is paced.
 
@@ -157,6 +170,7 @@ class RunCreate:
     pace: float | None = attrs.field(default=None, validator=_check_pace)
     decision_deadline_s: float = attrs.field(default=60.0, validator=_check_deadline)
     params: dict[str, ParamValue] = attrs.field(factory=dict)
+    faults: FaultsConfig | None = None
 
 
 @attrs.frozen

@@ -41,7 +41,7 @@ ERROR_TEXT: dict[int, str] = {
     404: "Unknown run, agent, scenario, command or schema.",
     409: "The X-Warren-Protocol request header (or protocol=) names another protocol, the agent is held by "
          "another live lease, or it is not a controlled agent of the run.",
-    410: "The run has ended; the detail names its terminal status.",
+    410: "The run has ended; the detail names its terminal status, and the run_status member carries it.",
     408: "The request body did not arrive in time.",
     413: "The body is larger than 64 KiB.",
     422: "command_id or observation_id is missing or not a string (an empty command_id too): such a command "

@@ -30,8 +30,9 @@ from typing import Any, Literal
 
 import attrs
 
-from warren_sim.protocol.models import Outcome, Receipt
-from warren_sim.protocol.strict_json import MAX_SAFE_INTEGER, json_type_name
+from warren_sim.engine.command import DECISION_FIELDS, DECISIONS, MAX_SLEEP_MS
+from warren_sim.protocol.models import Receipt
+from warren_sim.protocol.strict_json import json_type_name
 
 __all__ = [
     "COMMAND_FIELDS",
@@ -42,14 +43,11 @@ __all__ = [
     "judge",
     "normalize_command",
     "record_acceptance",
-    "set_outcome",
 ]
 
-#: Longest sleep an agent may ask for, in ms (the largest integer every JSON client reads exactly).
-MAX_SLEEP_MS = MAX_SAFE_INTEGER
-#: Every key a command body may carry.
-COMMAND_FIELDS = ("command_id", "observation_id", "action", "args", "sleep_ms", "noop")
-_DECISIONS = ("action", "sleep_ms", "noop")
+#: Every key a command body may carry: its ids, then the decision's fields (the engine's, ``engine/command.py``,
+#: where the shape and ``MAX_SLEEP_MS`` are defined).
+COMMAND_FIELDS = ("command_id", "observation_id", *DECISION_FIELDS)
 _VALID_FIELDS = ", ".join(sorted(COMMAND_FIELDS))
 _COMMAND_SHAPES = '{"action": "<tool>", "args": {...}}, {"sleep_ms": <ms>} or {"noop": true}'
 
@@ -83,7 +81,8 @@ class AgentLedger:
     """
 
     observations: dict[str, ObservationRecord] = attrs.Factory(dict)
-    #: command_id -> the receipt it got when accepted (outcome kept current with :func:`set_outcome`).
+    #: command_id -> the receipt it got when accepted (outcome ``pending``: the engine holds the outcome, and
+    #: the runtime fills it into every receipt it sends, ``runtime.views.receipt_with_outcome``).
     accepted: dict[str, Receipt] = attrs.Factory(dict)
     #: command_id -> its normalized payload, to tell a faithful retry from a different body.
     accepted_payloads: dict[str, dict[str, Any]] = attrs.Factory(dict)
@@ -186,7 +185,7 @@ def normalize_command(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str 
         return None, (
             f"unknown {noun} {', '.join(repr(k) for k in unknown)} in the command; valid fields: {_VALID_FIELDS}"
         )
-    present = [key for key in _DECISIONS if key in body]
+    present = [key for key in DECISIONS if key in body]
     if not present:
         return None, f"the command has no decision; send exactly one of {_COMMAND_SHAPES}"
     if len(present) > 1:
@@ -237,7 +236,7 @@ def judge(
     ``validate_payload(observation_id, payload)`` is the engine's check of a well-shaped payload against
     the tool catalog, the tool's input schema and the observation's affordances; it returns a teaching
     error or None, and is only called when steps 1-5 found nothing. For ``duplicate`` the returned receipt
-    carries the outcome stored in ``ledger.accepted`` (keep it current with :func:`set_outcome`).
+    carries the receipt stored in ``ledger.accepted`` (the caller fills in the engine's current outcome).
     """
     if not isinstance(body, dict):
         return _refuse(
@@ -367,10 +366,3 @@ def record_acceptance(ledger: AgentLedger, receipt: Receipt, payload: dict[str, 
     ledger.accepted[receipt.command_id] = receipt
     if payload is not None:
         ledger.accepted_payloads[receipt.command_id] = payload
-
-
-def set_outcome(ledger: AgentLedger, command_id: str, outcome: Outcome, outcome_reason: str = "") -> Receipt:
-    """Store the engine's latest outcome for an accepted command; return the updated receipt."""
-    updated = attrs.evolve(ledger.accepted[command_id], outcome=outcome, outcome_reason=outcome_reason)
-    ledger.accepted[command_id] = updated
-    return updated

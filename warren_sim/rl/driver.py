@@ -134,7 +134,7 @@ class Driver:
         command, invalid = answer_or_noop(sim, obs.agent_id, obs.observation_id, answer)
         if invalid is not None:
             sim.answer(obs.agent_id, command, source="invalid")
-            sim._emit(invalid)
+            sim.emit(invalid)
         else:
             sim.answer(obs.agent_id, command)
 

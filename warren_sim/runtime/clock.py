@@ -6,15 +6,16 @@ scope on the process's trio clock, which may be real, accelerated (``--rate R``:
 is needed in exactly two places: the ``deadline_unix`` field on the wire, and log timestamps. Keeping
 ``time.time()`` here makes "nothing else reads the wall clock" checkable with a grep.
 
-Decision on ``deadline_unix`` (the mapping :class:`WallMap` implements): virtual seconds map 1:1 onto unix
-seconds, anchored at the moment the map was made. ``deadline_unix = unix0 + (trio_deadline - trio0)``. On
-the real clock this is simply the wall-clock deadline. Under acceleration it is the deadline *as the agent
-experiences time in the warped world*: a 60 s decision deadline always reads 60 s after the observation's
-issue time, so agents and tests reason in the same seconds the simulation uses, while the deadline arrives
-after 60 / R real seconds. (The alternative, scaling by 1/R to real unix time, would make deadlines look
-60 / R s away and meaningless under the autojump clock, where virtual time has no fixed relation to wall
-time at all.) A client under acceleration should therefore compare ``deadline_unix`` with another server
-timestamp, not with its own ``time.time()``.
+Decision on ``deadline_unix`` (the mapping :class:`WallMap` implements): it is real unix time, the wall
+instant at which the deadline passes, so ``deadline_unix - time.time()`` is the time left on any client in
+any language. ``deadline_unix = unix0 + (trio_deadline - trio0) / rate``, anchored at the moment the map was
+made: on the real clock (rate 1) this is simply the wall-clock deadline; under ``--rate R`` (a
+``MockClock(rate=R)``, whose virtual seconds pass R times faster) a 60 s decision deadline reads
+``now + 60 / R`` (1.2 s at rate 50), which is when it really arrives. (The map used to be 1:1 in virtual
+seconds, so a deadline always read 60 s away and a client under warp had no clock to compare it with.) Under the autojump clock of in-process tests, virtual time has no relation to wall time at all; the
+map there is built with rate 1 (``ServerConfig.rate``'s default), so ``deadline_unix`` is the anchor plus
+*virtual* seconds: ``deadline_unix - WallMap.now_unix()`` is the virtual time left, and ``time.time()``
+means nothing against it.
 """
 
 import math
@@ -55,9 +56,8 @@ def unix_now() -> float:
 
 def seconds_until_unix(deadline_unix: float) -> float:
     """Seconds of wall time from now until ``deadline_unix`` (negative when it passed): how a blocking
-    client (the LLM policy) bounds its work by an envelope's decision deadline. Under a server's ``--rate``
-    the deadline is in warped seconds (see the module docstring), so this over-estimates; such clients
-    also take a bound of their own."""
+    client (the LLM policy) bounds its work by an envelope's decision deadline. Exact under any ``--rate``
+    of the server: ``deadline_unix`` is real unix time (see the module docstring)."""
     return deadline_unix - time.time()
 
 
@@ -68,11 +68,12 @@ def wall_seconds() -> float:
 
 
 class WallMap:
-    """Maps the trio clock onto unix time: ``unix0 + (trio_time - trio0)`` (see the module docstring).
+    """Maps the trio clock onto unix time: ``unix0 + (trio_time - trio0) / rate`` (see the module docstring).
 
-    Create it inside trio (``WallMap(rate)``) once per process or run; it captures ``unix0 = time.time()``
-    and ``trio0 = trio.current_time()`` at that instant. ``rate`` is recorded for reference (logs, the
-    server's self-description); it does not enter the mapping.
+    Create it inside trio (``WallMap(rate)``) once per process or run, with the rate of the process's clock
+    (``make_clock``'s); it captures ``unix0 = time.time()`` and ``trio0 = trio.current_time()`` at that
+    instant. ``rate`` divides the virtual seconds since the anchor: a clock R times faster covers them in
+    1/R of the real time.
     """
 
     __slots__ = ("rate", "trio0", "unix0")
@@ -94,11 +95,12 @@ class WallMap:
         return self
 
     def to_unix(self, trio_deadline: float) -> float:
-        """The unix time corresponding to a trio clock value (e.g. a ``move_on_at`` deadline)."""
-        return self.unix0 + (trio_deadline - self.trio0)
+        """The unix time at which the trio clock reaches ``trio_deadline`` (e.g. a ``move_on_at`` deadline)."""
+        return self.unix0 + (trio_deadline - self.trio0) / self.rate
 
     def now_unix(self) -> float:
-        """The current trio time as unix time (must be called inside trio)."""
+        """The current trio time as unix time (must be called inside trio): ``time.time()`` on a real or
+        accelerated clock, the anchor plus virtual seconds under autojump."""
         import trio
 
         return self.to_unix(trio.current_time())

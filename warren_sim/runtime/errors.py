@@ -2,21 +2,37 @@
 
 from __future__ import annotations
 
-__all__ = ["RunError"]
+__all__ = ["CANNOT_CLAIM", "NO_MORE_OBSERVATIONS", "RunError", "run_ended", "too_many_spectators"]
 
 
 class RunError(Exception):
     """A request the run refuses; ``status`` is the HTTP status, ``detail`` teaches.
 
     ``retry_after`` (seconds) is set on refusals by a cap (429): the HTTP layer sends it as ``Retry-After``;
-    the agent WebSocket carries ``status`` as its JSON-RPC error code.
+    the agent WebSocket carries ``status`` as its JSON-RPC error code. ``run_status`` is set on the 410 of an
+    ended run (:func:`run_ended`): the transports carry it as data (the problem body's ``run_status`` member, the
+    JSON-RPC error's ``data.run_status``), so a client reads the terminal status without parsing the detail.
     """
 
-    def __init__(self, status: int, detail: str, *, retry_after: int | None = None) -> None:
+    def __init__(self, status: int, detail: str, *, retry_after: int | None = None,
+                 run_status: str | None = None) -> None:
         super().__init__(detail)
         self.status = status
         self.detail = detail
         self.retry_after = retry_after
+        self.run_status = run_status
+
+
+CANNOT_CLAIM = "it cannot be claimed"
+NO_MORE_OBSERVATIONS = "there will be no more observations"
+
+
+def run_ended(run_id: str, status: str, then: str | None = None, error: str | None = None) -> RunError:
+    """The 410 of a request on an ended run, whatever asked (a claim, a poll, a start...), live run or stored one:
+    one wording, ``then`` saying what that means for the request (:data:`CANNOT_CLAIM`, :data:`NO_MORE_OBSERVATIONS`)
+    and ``error`` the failed run's error, and the terminal status as data (``run_status``)."""
+    return RunError(410, f"{run_id} has ended with status {status}" + (f" ({error})" if error else "")
+                    + (f"; {then}" if then else ""), run_status=status)
 
 
 def too_many_spectators(run_id: str, cap: int) -> RunError:

@@ -27,9 +27,12 @@ from ..protocol.models import Receipt
 from ..protocol.verdicts import AgentLedger
 from .errors import RunError
 
-__all__ = ["Delivery", "Lease", "RemoteAgent", "check_lease", "digest", "new_token", "poll_slot", "take_lease"]
+__all__ = ["POLL_SHARE_OF_TTL", "Delivery", "Lease", "RemoteAgent", "check_lease", "digest", "new_token",
+           "poll_slot", "poll_wait", "still_held", "take_lease"]
 
 TOKEN_BYTES = 24
+#: A long-poll waits at most this share of the lease TTL, whatever ``wait`` and ``--max-wait`` say (docs/decisions.md).
+POLL_SHARE_OF_TTL = 0.9
 
 
 def new_token() -> str:
@@ -54,8 +57,17 @@ class Lease:
     def matches(self, token: str) -> bool:
         return hmac.compare_digest(self.token_digest.encode(), digest(token).encode())
 
+    def expire(self) -> None:
+        """End the lease now (an ``expire`` fault, warren_sim.runtime.faults): its holder must claim again."""
+        self.expires_at = trio.current_time()
+
     def refresh(self, ttl: float) -> None:
         self.expires_at = trio.current_time() + ttl
+
+    def hold(self, wait: float, ttl: float) -> None:
+        """Keep the lease live through a long-poll of up to ``wait`` s that starts now: it cannot end before the
+        poll returns, which then refreshes it (:func:`poll_slot`). Longer, never shorter, than it was."""
+        self.expires_at = max(self.expires_at, trio.current_time() + wait + ttl)
 
     def seconds_left(self) -> float:
         return max(0.0, self.expires_at - trio.current_time())
@@ -149,11 +161,28 @@ def check_lease(ra: RemoteAgent, token: str | None, ttl: float, run_id: str) -> 
     lease.refresh(ttl)
 
 
+def poll_wait(wait: float, ttl: float) -> float:
+    """A long-poll's wait, capped below the lease TTL (at ``POLL_SHARE_OF_TTL`` of it).
+
+    Why a cap although a parked poll holds its lease (:func:`poll_slot`): the hold lets a client that vanished
+    mid-poll keep its agent until the poll ends plus a TTL; capped, that is under two TTLs, whatever
+    ``--max-wait`` is, so a ``--lease-ttl 3`` server with the default ``--max-wait 60`` needs no other setting.
+    A 204 before the asked ``wait`` is already what a capped wait looks like to a client (``--max-wait``).
+    """
+    return min(wait, ttl * POLL_SHARE_OF_TTL)
+
+
 @contextlib.contextmanager
-def poll_slot(ra: RemoteAgent, cap: int) -> Iterator[None]:
+def poll_slot(ra: RemoteAgent, cap: int, wait: float = 0.0, ttl: float | None = None) -> Iterator[Lease | None]:
     """Hold one of a lease's ``cap`` concurrent long-polls while waiting; 429 with Retry-After when all are taken.
 
     A client needs one poll per agent, a few more only after reconnects; more are a leak.
+
+    With ``ttl`` (a live run's polls), the poll also keeps its lease alive: held through the ``wait``
+    (:meth:`Lease.hold`) and refreshed to a full TTL when the poll returns, however it returns (an envelope, a
+    timeout, a 410, the client gone), as if the request had only just arrived. Without it a lease refreshed
+    when the poll began could end while the poll was parked, and its holder lose the agent without a sign.
+    Yields the lease held, for :func:`still_held`.
     """
     lease = ra.lease
     if lease is not None and lease.polls >= cap:
@@ -162,8 +191,31 @@ def poll_slot(ra: RemoteAgent, cap: int) -> Iterator[None]:
                        "(at most its wait, or 204) or poll with wait=0, then retry", retry_after=1)
     if lease is not None:
         lease.polls += 1
+        if ttl is not None:
+            lease.hold(wait, ttl)
     try:
-        yield
+        yield lease
     finally:
         if lease is not None:
             lease.polls -= 1
+            if ttl is not None and ra.lease is lease:  # not released (or replaced) while it waited
+                lease.refresh(ttl)
+
+
+def still_held(ra: RemoteAgent, held: Lease | None, run_id: str) -> None:
+    """403 for a parked poll whose lease ended while it waited (released by its holder's other request, perhaps
+    claimed by someone else since): the poll must not hand its holder an envelope, nor a 204 that reads as
+    "keep polling". A held lease cannot expire meanwhile (:func:`poll_slot`), so release is the way it ends."""
+    if held is None or (ra.lease is held and held.live()):
+        return
+    where = _paths(run_id, ra.agent_id)
+    if ra.lease is held:  # cannot happen while poll_slot holds it; worded all the same
+        raise RunError(403, f"your lease on {ra.agent_id} expired while this poll waited; claim the agent again "
+                       f"with POST {where}/claim for a fresh token")
+    if ra.lease is not None and ra.lease.live():  # a claim would be refused (409): say what will work
+        raise RunError(403, f"your lease on {ra.agent_id} ended while this poll waited (it was released), and "
+                       f"another lease holds the agent now for up to {ra.lease.seconds_left():.0f} s more unless it "
+                       f"is refreshed; wait for that lease to be released or to expire, then claim the agent with "
+                       f"POST {where}/claim")
+    raise RunError(403, f"your lease on {ra.agent_id} ended while this poll waited (it was released, and no lease "
+                   f"holds the agent now); claim it again with POST {where}/claim for a fresh token")

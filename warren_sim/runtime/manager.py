@@ -28,6 +28,7 @@ from ..scenarios import LoadedScenario, ScenarioError, instantiate, list_scenari
 from ..scenarios.loader import find_scenario
 from .clock import WallMap
 from .errors import RunError
+from .faults import FaultInjector, FaultSpec, FaultSpecError, as_fault_spec, parse_faults
 from .journal import Journal
 from .restore import RestoreError, lease_path, rebuild_run, summary_of
 from .run import Run, RunConfig
@@ -56,6 +57,10 @@ class ServerConfig:
     resume: bool = True  # on start, resume the data dir's live runs (False: mark them crashed)
     allow_origins: tuple[str, ...] = ()  # browser origins allowed besides the server's own (--allow-origin)
     send_timeout_s: float = 10.0  # a spectator that takes no frame for this long is cut (its slot freed)
+    # every run's seeded faults unless its body says (--faults; docs/faults.md); a SPEC string is read here, so
+    # the pytest plugin's @pytest.mark.warren(faults="lost_reply=0.2") gets the same teaching errors
+    faults: FaultSpec | None = attrs.field(default=None, converter=as_fault_spec)
+    fault_seed: int = 0  # --fault-seed
     # Called with one line per run lifecycle change (created, started, ended with status); warren serve prints it.
     on_event: Callable[[str], None] | None = None
 
@@ -110,6 +115,7 @@ class RunManager:
         self._rebuilt: OrderedDict[str, Run] = OrderedDict()
         self.restore_errors: list[str] = []
         self._loaded = _LOADED  # the process's loaded scenarios: see _load
+        self.faults = FaultInjector(config.faults, config.fault_seed)
 
     # -- restart ---------------------------------------------------------------------------------------
     def restore(self) -> None:
@@ -139,8 +145,21 @@ class RunManager:
                 self.runs[run_id] = self._stored(run_id, path, run.status)
                 continue
             self.runs[run_id] = run
+            self._resume_faults(run)
             self.nursery.start_soon(self._drive, run, name=f"warren run {run_id}")
             self._say(f"{run_id} resumed: {run.config.scenario} seed {run.config.seed} at t={run.sim.time} ms")
+
+    def _resume_faults(self, run: Run) -> None:
+        """A resumed run meets the faults its creation asked for (its journaled ``faults`` record), else the
+        server's. The request counters start again at 0: they count requests, which the journal does not hold."""
+        chosen = next((r for r in run.journal.records if r.get("kind") == "faults"), None)
+        if chosen is None:
+            self.faults.start(run.run_id)
+            return
+        try:
+            self.faults.start(run.run_id, parse_faults(chosen["spec"]), int(chosen.get("seed", 0)))
+        except (FaultSpecError, KeyError, TypeError, ValueError) as exc:
+            self.restore_errors.append(f"{run.run_id}: its faults record cannot be read ({exc}); no faults")
 
     def _stored(self, run_id: str, path: Path, status: str) -> StoredRun:
         return StoredRun(run_id, path, status, self._rebuild_ended, self.config.max_spectators)
@@ -209,6 +228,12 @@ class RunManager:
                            "--max-agents); ask for fewer (see GET /v1/scenarios/" + scenario + " for its "
                            "parameters)")
         controlled = self._controlled(scenario, loaded.spec.agents, body.controlled_agents)
+        faults = None
+        if body.faults is not None:
+            try:
+                faults = parse_faults(body.faults.spec)
+            except FaultSpecError as exc:
+                raise RunError(400, f"faults.spec: {exc}") from None
         run_id = f"run-{self._next}"
         self._next += 1
         npc = "solution" if body.npc_policy == "solution" and loaded.solution is not None else "none"
@@ -220,6 +245,9 @@ class RunManager:
         run = Run(config, sim, policies, Journal(path, fsync=self.config.fsync), self.wallmap,
                   lease_file=lease_path(path) if path is not None else None)
         self.runs[run_id] = run
+        plan = self.faults.start(run_id, faults, None if body.faults is None else body.faults.seed)
+        if plan is not None:  # journaled, so that a restarted server injects the same faults into this run
+            run.journal.append({"kind": "faults", "spec": plan.spec.text, "seed": plan.seed})
         self.nursery.start_soon(self._drive, run, name=f"warren run {run_id}")
         if self.config.on_event is not None:
             self.config.on_event(f"{run_id} created: {scenario} seed {seed}, controlled "

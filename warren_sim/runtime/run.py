@@ -27,9 +27,9 @@ from ..engine.headless import answer_or_noop
 from ..protocol.models import TERMINAL_RUN_STATUSES, ControlledAgents, Receipt, RoleSelector
 from ..protocol.verdicts import Judgement, judge, record_acceptance
 from .clock import WallMap, unix_now
-from .errors import RunError, too_many_spectators
+from .errors import CANNOT_CLAIM, NO_MORE_OBSERVATIONS, RunError, run_ended, too_many_spectators
 from .journal import Journal
-from .leases import Delivery, RemoteAgent, check_lease, poll_slot, take_lease
+from .leases import Delivery, RemoteAgent, check_lease, poll_slot, poll_wait, still_held, take_lease
 from .views import WireEnvelope, current_wire, receipt_with_outcome, run_view
 
 __all__ = ["Run", "RunConfig"]
@@ -40,8 +40,7 @@ MAX_HELD = 16  # batches of NPCs only an adjudicated outcome may wait for a batc
 
 def no_more_observations(run_id: str, status: str, error: str | None) -> RunError:
     """The 410 a poll on an ended run gets: one wording for a live run that ended and a stored one."""
-    return RunError(410, f"{run_id} has ended with status {status}" + (f" ({error})" if error else "")
-                    + "; there will be no more observations")
+    return run_ended(run_id, status, NO_MORE_OBSERVATIONS, error)
 
 
 def _redacted(j: Judgement, lease: str | None) -> Judgement:
@@ -399,7 +398,7 @@ class Run:
         """A new or resumed lease: ``(token, resumed)``. The run starts once every controlled agent was claimed."""
         ra = self.agent(agent_id)
         if self.is_ended:
-            raise RunError(410, f"{self.run_id} has ended with status {self.status}; it cannot be claimed")
+            raise run_ended(self.run_id, self.status, CANNOT_CLAIM)
         token, resumed = take_lease(ra, token, self.config.lease_ttl, self.run_id)
         if resumed and agent_id in self._claimed_once:
             return token, True
@@ -425,7 +424,7 @@ class Run:
         with its own token (``POST .../agents/{agent}/claim?lease=``).
         """
         if self.is_ended:
-            raise RunError(410, f"{self.run_id} has ended with status {self.status}; it cannot be claimed")
+            raise run_ended(self.run_id, self.status, CANNOT_CLAIM)
         ids = self._select(selector)
         held = [aid for aid in ids if self.remote[aid].claimed]
         if held:
@@ -510,7 +509,7 @@ class Run:
     async def wait_observation(self, ra: RemoteAgent, after: int, wait: float,
                                deliver: Callable[[bytes], bool] | None = None) -> orjson.Fragment | None:
         """The outstanding envelope with ``seq > after`` (serialized, once per envelope: ``WireEnvelope.whole``),
-        waiting up to ``wait`` s; None on timeout.
+        waiting up to ``wait`` s (at most 0.9 of the lease TTL: ``leases.poll_wait``); None on timeout.
 
         At most ``max_polls_per_lease`` of these run at once per lease (call right after ``authenticate``);
         one more is refused with 429 (:func:`~warren_sim.runtime.leases.poll_slot`).
@@ -522,13 +521,18 @@ class Run:
         ended): they are what the client received.
         """
         entry = None if deliver is None else Delivery(after, deliver)
+        ttl = self.config.lease_ttl
+        wait = poll_wait(wait, ttl)  # below the lease TTL, whatever --max-wait allows (leases.poll_wait)
         try:
-            with poll_slot(ra, self.config.max_polls_per_lease), trio.move_on_after(wait):
+            # the poll holds its lease while parked and refreshes it as it returns (leases.poll_slot); a lease
+            # that ended meanwhile (released) answers 403, not an envelope or a 204 (leases.still_held)
+            with poll_slot(ra, self.config.max_polls_per_lease, wait, ttl) as held, trio.move_on_after(wait):
                 while True:
                     if entry is not None and entry.sent is not None:
                         return entry.sent
                     if self.is_ended:
                         raise no_more_observations(self.run_id, self.status, self.error)
+                    still_held(ra, held, self.run_id)
                     env = current_wire(ra, after)
                     if env is not None:
                         return env.whole()
@@ -538,7 +542,11 @@ class Run:
         finally:
             if entry is not None and entry in ra.deliveries:
                 ra.deliveries.remove(entry)
-        return None if entry is None else entry.sent
+        if entry is not None and entry.sent is not None:
+            return entry.sent
+        if not self.is_ended:
+            still_held(ra, held, self.run_id)  # the wait ran out: a 204 only while the lease still holds
+        return None
 
     async def wait_observations(self, wanted: list[tuple[RemoteAgent, int]], wait: float,
                                 parts: tuple[str, ...] | None = None) -> list[WireEnvelope]:
@@ -554,13 +562,17 @@ class Run:
         last (trio runs every woken task to its next checkpoint before any reaches its socket). The last reply
         leaves no later; the others leave earlier, and their readers work meanwhile.
         """
+        wait = poll_wait(wait, self.config.lease_ttl)  # below the lease TTL, as wait_observation's
         with contextlib.ExitStack() as slots:
-            for ra, _ in wanted:
-                slots.enter_context(poll_slot(ra, self.config.max_polls_per_lease))
+            # each lease held while parked and refreshed as the poll returns; 403 if one ended (wait_observation)
+            held = [(ra, slots.enter_context(poll_slot(ra, self.config.max_polls_per_lease, wait,
+                                                       self.config.lease_ttl))) for ra, _ in wanted]
             with trio.move_on_after(wait):
                 while True:
                     if self.is_ended:
                         raise no_more_observations(self.run_id, self.status, self.error)
+                    for ra, lease in held:
+                        still_held(ra, lease, self.run_id)
                     ready = [env for ra, after in wanted if (env := current_wire(ra, after)) is not None]
                     if ready:
                         if parts is not None:
@@ -576,6 +588,9 @@ class Run:
                     finally:
                         for ra, _ in wanted:
                             ra.listeners.remove(wake.set)
+            if not self.is_ended:
+                for ra, lease in held:
+                    still_held(ra, lease, self.run_id)
         return []
 
     @contextlib.contextmanager
@@ -597,7 +612,9 @@ class Run:
         """Judge a command, record the verdict, and hand an accepted one to the engine.
 
         ``lease`` is the request's token: a client that pasted it into its command does not get it echoed in
-        the verdict's detail (nor written to the journal). ``write=False`` leaves the accepted verdict's write
+        the verdict's detail (nor written to the journal). A verdict other than accepted is flushed here (on
+        disk and visible to journal readers before its receipt leaves); an accepted one is written through
+        (on disk; readers see it with its batch's flush). ``write=False`` leaves the accepted verdict's write
         to the caller, which must call ``journal.write_through()`` before any receipt leaves (WS
         ``agent.submit_many``: one write for all the commands of one request).
         """
@@ -630,7 +647,12 @@ class Run:
             record["command"] = j.payload  # what a restarted server re-applies (runtime.restore)
         record["wall"] = {"unix": round(unix_now(), 3)}
         self.journal.append(record)
-        if j.accept and write:
+        if not j.accept:
+            # every other verdict is written and shown to readers (GET .../journal, the streams) before its
+            # receipt leaves: rare, and a client that compares its receipts with the journal finds them there
+            # (docs/decisions.md); write=False defers accepted verdicts only
+            self.journal.flush()
+        elif write:
             self.journal.write_through()  # accepted means written: on the OS's side before the receipt leaves
         return j
 

@@ -24,7 +24,7 @@ import attrs
 
 from ..engine import spec as S
 from ..engine.policy import Policy
-from ..engine.tools import GENERIC_NAMES
+from ..engine.rules import generic_names
 from ..engine.world import World, WorldError
 
 DATA_FILE = "scenario.toml"
@@ -364,8 +364,8 @@ def build_spec(top: _Reader, declared: tuple[S.ParamSpec, ...]) -> S.ScenarioSpe
         r.only("name", "description", "lane", "durative", "duration_ms", "structure_kinds", "item_kinds",
                "needs_held", "needs_code", "field", "add")
         name = r.string("name")
-        if name in GENERIC_NAMES:
-            raise r.fail("name", f"a name other than the generic tools ({', '.join(GENERIC_NAMES)})", name)
+        if name in generic_names():
+            raise r.fail("name", f"a name other than the generic tools ({', '.join(generic_names())})", name)
         lane = r.string("lane", "body")
         if lane not in S.LANES:
             raise r.fail("lane", f"one of {', '.join(S.LANES)}", lane)

@@ -23,10 +23,11 @@ if TYPE_CHECKING:
     from .served import WarrenServer
 
 _APP_KEY = pytest.StashKey["InProcessWarren"]()
+_SERVER_KEY = pytest.StashKey["WarrenServer"]()
 
 MARKER = ("warren(rate=1, **options): settings of this test's WARREN server: rate (its clock runs RATE times "
           "faster: every timeout, lease TTL and decision deadline), and any `warren serve` setting such as "
-          "lease_ttl=300, max_wait_s=60")
+          "lease_ttl=300, max_wait_s=60, faults=\"lost_reply=0.2\", fault_seed=7 (docs/faults.md)")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -63,10 +64,24 @@ def warren_server(request: pytest.FixtureRequest) -> Iterator[WarrenServer]:
 
     options = _options(request)
     server = WarrenServer.open(options.pop("rate"), **options)
+    request.node.stash[_SERVER_KEY] = server
     try:
         yield server
     finally:
         server.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failing test whose server injected faults (``@pytest.mark.warren(faults=...)``) says which fault met which
+    request, and with which seed it comes again: the first thing to read when an agent breaks under faults."""
+    report = yield
+    if report.when == "call" and report.failed:
+        server = item.stash.get(_SERVER_KEY, None)
+        lines = server.faults_met() if server is not None else []
+        if lines:
+            report.sections.append(("WARREN faults met", "\n".join(lines)))
+    return report
 
 
 @pytest.fixture

@@ -249,6 +249,25 @@ class WarrenServer:
         text = self.request("GET", f"/v1/runs/{run_id}/journal").text
         return [json.loads(line) for line in text.splitlines() if line.strip()]
 
+    def faults_met(self) -> list[str]:
+        """One line per fault its runs' agents met (docs/faults.md), from the journals on disk, so it answers
+        after a kill too: what a failing test's report shows (the plugin adds it as a section)."""
+        lines: list[str] = []
+        for path in sorted(self.data_dir.glob("run-*.jsonl"), key=lambda p: (len(p.stem), p.stem)):
+            plan = ""
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue  # a torn last line
+                if record.get("kind") == "faults":
+                    plan = f" (faults {record.get('spec')!r}, fault_seed {record.get('seed')})"
+                elif record.get("kind") == "fault":
+                    extra = f" by {record['delay_s']:.3f} s" if record.get("fault") == "delay" else ""
+                    lines.append(f"{path.stem}: {record.get('fault')}{extra} met {record.get('request')} "
+                                 f"#{record.get('index')} of {record.get('agent_id')}{plan}")
+        return lines
+
     def view(self, run: ServedRun | str) -> dict[str, Any]:
         """``GET /v1/runs/{run}``: the run's view (status, agents, objectives, result)."""
         return self.request("GET", f"/v1/runs/{run}").json()
@@ -287,6 +306,12 @@ class ServedRun:
 
     def journal(self) -> list[dict[str, Any]]:
         return self.server.journal(self.run_id)
+
+    def faults(self, agent_id: str | None = None) -> list[dict[str, Any]]:
+        """The faults this run's agents met (``@pytest.mark.warren(faults=...)``; docs/faults.md), in order: its
+        journal's ``fault`` records, ``{"fault", "agent_id", "request", "index", ...}``; one agent's if named."""
+        return [r for r in self.journal() if r.get("kind") == "fault"
+                and (agent_id is None or r.get("agent_id") == agent_id)]
 
     def start(self) -> dict[str, Any]:
         """Start now (controlled agents nobody claimed then do not block)."""

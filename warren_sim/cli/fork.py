@@ -1,0 +1,99 @@
+"""``warren fork JOURNAL --cursor N``: a new headless run from a batch boundary of a journal (warren_sim.fork).
+
+The same summary as ``warren run``, plus where it forked; ``--trace`` writes the fork's journal, which replays
+on its own (``warren replay``) and whose ``run`` record names the parent and the fork point.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ..engine import Simulation
+from ..engine.records import TraceWriter
+from ..fork import ForkError, fork_records, parse_override, run_fork
+from ..replay import JournalError, read_journal
+from ..runtime.clock import wall_seconds
+from ._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    add_llm_options,
+    add_scenarios_option,
+    apply_llm_options,
+    apply_scenarios_option,
+    subparser,
+    tokens_line,
+)
+
+
+def register(sub: Any) -> None:
+    p = subparser(sub, "fork", help="continue a journal from one of its cursors, headless (what if?)",
+                  description="Start a new headless run from the last batch boundary at or before --cursor of "
+                              "JOURNAL (a served run's journal or a `warren run --trace` file), its policies "
+                              "brought to that point (docs/fork.md).")
+    p.add_argument("journal", type=Path, help="the parent run's journal or trace")
+    p.add_argument("--cursor", type=int, required=True, metavar="N",
+                   help="fork at the last batch boundary at or before this record's cursor")
+    p.add_argument("--policy", default="solution",
+                   help="the policies that continue: solution, random, none, llm or module:factory "
+                        "(docs/policies.md, 'Forks': how a policy is brought to the fork point)")
+    p.add_argument("--override", action="append", default=[], metavar="AGENT=COMMAND",
+                   help="AGENT's answer to its first observation after the fork point, as JSON "
+                        "(repeatable, once per agent), e.g. engineer-1='{\"noop\": true}'")
+    p.add_argument("--trace", type=Path, help="write the fork's journal (JSON Lines) to this file")
+    add_scenarios_option(p)
+    add_llm_options(p)
+    p.set_defaults(func=cmd_fork)
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    apply_scenarios_option(args)
+    apply_llm_options(args)
+    overrides: dict[str, dict[str, Any]] = {}
+    try:
+        for text in args.override:
+            agent, command = parse_override(text)
+            if agent in overrides:
+                raise ForkError(f"--override {agent} is given twice; one override per agent")
+            overrides[agent] = command
+        records = read_journal(args.journal)
+        forked = fork_records(records, args.cursor, args.policy, overrides=overrides, where=str(args.journal))
+    except (ForkError, JournalError) as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        out = open(args.trace, "w", encoding="utf-8") if args.trace else None  # noqa: SIM115
+    except OSError as exc:
+        raise UsageError(f"--trace: cannot write {args.trace}: {exc.strerror or exc}") from None
+    writer = TraceWriter(out)
+    writer.write(forked.records)
+    started = wall_seconds()
+
+    def on_batch(s: Simulation) -> None:
+        writer.write(s.drain_records())
+
+    try:
+        summary = run_fork(forked, on_batch=on_batch)
+        writer.write(forked.sim.drain_records())
+    finally:
+        if out is not None:
+            out.close()
+    wall = wall_seconds() - started
+    point = forked.point
+    print(f"{summary['scenario']} seed {summary['seed']}: {summary['status']} ({summary['reason']})")
+    print(f"  forked from {point.run_id} at cursor {point.cursor}: batch boundary {point.batch_cursor} "
+          f"(after {point.batches} batches, t={point.t / 1000:.1f}s)"
+          + (f"; overrides: {', '.join(sorted(overrides))}" if overrides else ""))
+    for o in summary["objectives"]:
+        p = o["progress"]
+        print(f"  objective {o['id']:<12} {o['status']:<10} {p['current']}/{p['target']}  {o['description']}")
+    rate = summary["decisions"] / wall if wall > 0 else float("inf")
+    print(f"  sim time {summary['sim_time_ms'] / 1000:.1f}s, {summary['decisions']} decisions, "
+          f"wall {wall:.3f}s after the fork point, {rate:,.0f} decisions/s")
+    tokens = tokens_line(forked.policies.values())
+    if tokens is not None:
+        print(f"  {tokens}")
+    if args.trace:
+        print(f"  trace: {args.trace} ({writer.cursor} records)")
+    return EXIT_OK if summary["status"] == "completed" else EXIT_FAILED

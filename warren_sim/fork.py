@@ -1,0 +1,290 @@
+"""Forks: a new run from a batch boundary of another run's journal ("what if my agent had done X here?").
+
+WARREN's engine is deterministic, so a journal holds everything needed to stand exactly where its run stood at
+any batch boundary: replaying its commands rebuilds the world, and the world's seeded RNG with it. A fork
+replays its parent up to the boundary, brings its policies there, and goes on with them from the boundary; a
+fork continued with the same policies is its parent, record for record.
+
+The rules:
+
+- **The fork point.** A batch's records run from its ``batch`` record (the first thing adjudication writes) to
+  the last record before the next batch's observations; its *boundary* is the cursor of that last record, and
+  the run's first boundary is its last record before the first batch. A fork at cursor ``N`` starts from the
+  last boundary at or before ``N``: the world after every batch whose records end at or before ``N``
+  (:attr:`ForkPoint.batch_cursor` says which). ``N`` below 0 or past the journal's last cursor is an error.
+- **Policies continue where they were** (docs/policies.md, "Forks"). Every past observation of an agent that
+  the fork drives with a policy is shown to that policy with what the agent answered: a policy with
+  ``recall(observation, command)`` is told (it updates its state as if it had answered so); any other policy
+  is asked ``decide(observation)``, and its answer must be the recorded one (it is the policy that made the
+  record): otherwise the fork stops with a :class:`ForkError` naming the agent, the observation and both
+  commands, never a silent divergence. A policy with ``on_receipt`` hears the rejections it heard then.
+- **Overrides** replace an agent's answer to its first observation after the fork point (the counterfactual);
+  its policy is told that answer as it would be told a past one, so it goes on from what the agent did.
+- **A fork's journal is self-contained**: it holds the parent's engine records up to the boundary (the same
+  bytes: the engine wrote them again) and its own after, so it replays on its own; its ``run`` record names the
+  parent and the fork point (``forked_from``), a key replay ignores.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .engine import Simulation, run_headless
+from .engine.policy import Policy
+from .engine.records import RUNTIME_KINDS
+from .replay import JournalError, strip
+from .scenarios import PolicyFactory, ScenarioError, instantiate, load_scenario
+
+__all__ = ["ForkError", "ForkPoint", "Forked", "fork_records", "parse_override", "run_fork"]
+
+
+class ForkError(ValueError):
+    """A fork that cannot be made as asked; the message says why and what to do."""
+
+
+@attrs.frozen
+class ForkPoint:
+    """Where a fork starts: the cursor asked for, the boundary used, how many batches and which instant."""
+
+    run_id: str  # the parent's
+    cursor: int
+    batch_cursor: int
+    batches: int
+    t: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "cursor": self.cursor, "batch_cursor": self.batch_cursor}
+
+
+@attrs.define
+class Forked:
+    """A simulation standing at a fork point, with its policies brought there and the journal so far."""
+
+    sim: Simulation
+    policies: dict[str, Policy]
+    point: ForkPoint
+    records: list[dict[str, Any]]  # the fork's engine records so far (the parent's up to the boundary)
+    overrides: dict[str, dict[str, Any]]  # agent -> its answer to its first observation after the fork point
+
+
+def parse_override(text: str) -> tuple[str, dict[str, Any]]:
+    """``engineer-1={"action": "take", ...}`` -> ``("engineer-1", {...})`` (``warren fork --override``)."""
+    agent, eq, raw = text.partition("=")
+    if not eq or not agent.strip():
+        raise ForkError(f"--override expects AGENT=COMMAND, as engineer-1='{{\"action\": \"take\", \"args\": "
+                        f"{{\"item\": \"toolbox-1\"}}}}', got {text!r}")
+    try:
+        command = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ForkError(f"--override {agent.strip()}: the command is not JSON ({exc.msg} at column {exc.pos + 1}); "
+                        'quote it for the shell: \'{"noop": true}\'') from None
+    if not isinstance(command, dict):
+        raise ForkError(f"--override {agent.strip()}: a command is a JSON object ({{\"noop\": true}}, "
+                        f"{{\"sleep_ms\": 500}} or {{\"action\": ..., \"args\": {{...}}}}), got {raw!r}")
+    return agent.strip(), command
+
+
+def _run_record(records: Sequence[dict[str, Any]], where: str) -> dict[str, Any]:
+    run = next((r for r in records if r.get("kind") == "run"), None)
+    if run is None:
+        raise JournalError(f"{where} has no 'run' record (the engine's first record); is it a WARREN journal?")
+    return run
+
+
+def _check_cursor(records: Sequence[dict[str, Any]], cursor: int, where: str) -> None:
+    last = records[-1].get("cursor", len(records) - 1) if records else -1
+    if not isinstance(cursor, int) or isinstance(cursor, bool) or cursor < 0:
+        raise ForkError(f"cursor must be an integer >= 0 (a record's cursor in {where}), got {cursor!r}")
+    if cursor > last:
+        raise ForkError(f"cursor {cursor} is past the end of {where}: its cursors run 0..{last}")
+
+
+class _Bringer:
+    """Brings one run's policies along the parent's history, batch by batch, checking every record."""
+
+    def __init__(self, records: Sequence[dict[str, Any]], sim: Simulation, policies: dict[str, Policy],
+                 where: str) -> None:
+        self.sim = sim
+        self.policies = policies
+        self.where = where
+        self.expected = [(r.get("cursor"), strip(r)) for r in records if r["kind"] not in RUNTIME_KINDS]
+        self.commands: dict[str, dict[str, Any]] = {}
+        self.invalid: dict[str, dict[str, Any]] = {}
+        for r in records:
+            oid = r.get("observation_id")
+            if isinstance(oid, str):
+                if r["kind"] == "command":
+                    self.commands.setdefault(oid, r)
+                elif r["kind"] == "invalid":
+                    self.invalid.setdefault(oid, r)
+        self.batch_cursors = [c for c, r in self.expected if r["kind"] == "batch"]
+        self.got: list[dict[str, Any]] = []
+
+    def drain(self) -> None:
+        for r in self.sim.drain_records():
+            if r["kind"] in RUNTIME_KINDS:
+                continue
+            index = len(self.got)
+            plain = strip(r)
+            expected = self.expected[index][1] if index < len(self.expected) else None
+            if expected is not None and r["kind"] == "run":  # the fork's own id: the one key that differs
+                expected = {**expected, "run_id": plain.get("run_id")}
+            if plain != expected:
+                cursor = self.expected[index][0] if index < len(self.expected) else "past its end"
+                raise ForkError(f"{self.where} does not replay: at cursor {cursor} the engine wrote {plain!r:.200}, "
+                                "the journal holds another record (was it edited, or written by another WARREN "
+                                "version? `warren replay` shows where)")
+            self.got.append(r)
+
+    @property
+    def boundary(self) -> int:
+        return self.expected[len(self.got) - 1][0] if self.got else -1
+
+    def batch(self) -> None:
+        """Advance, answer every observation as the journal did (bringing each policy along), adjudicate."""
+        batch = self.sim.advance()
+        if batch is None:
+            raise ForkError(f"{self.where}: the run ended before the journal does; it does not replay")
+        self.drain()
+        for obs in batch.observations:
+            rec = self.commands.get(obs.observation_id)
+            if rec is None:
+                raise ForkError(f"{self.where} has no command for {obs.observation_id} (t={self.sim.time}): it is "
+                                "cut short there (a crash?); fork at an earlier cursor")
+            command = rec.get("command")
+            if not isinstance(command, dict):
+                raise ForkError(f"{self.where}: the command for {obs.observation_id} is not an object")
+            policy = self.policies.get(obs.agent_id)
+            if policy is not None:
+                self.bring(policy, obs, rec)
+            self.sim.answer(obs.agent_id, command, source=str(rec.get("source", "policy")))
+        self.sim.adjudicate()
+        self.drain()
+
+    def bring(self, policy: Policy, obs: Any, rec: dict[str, Any]) -> None:
+        """Show ``policy`` its past observation and what was answered (see the module docstring)."""
+        command = rec["command"]
+        recall = getattr(policy, "recall", None)
+        if callable(recall):
+            recall(obs, command)
+            return
+        answer = policy.decide(obs)
+        invalid = self.invalid.get(obs.observation_id)
+        recorded = invalid.get("command") if invalid is not None else command
+        if answer != recorded:
+            raise ForkError(
+                f"the policy of {obs.agent_id} cannot be brought to the fork point: for {obs.observation_id} "
+                f"(t={self.sim.time}) it answers {answer!r:.120}, but the journal records {recorded!r:.120} "
+                f"(source {rec.get('source', 'policy')}). It is not the policy that made this run, and it has no "
+                "recall(observation, command) to be told what happened; give that agent a policy that has one "
+                f"(--policy {obs.agent_id}=none, or add recall to yours: docs/policies.md), or fork at an "
+                "earlier cursor")
+        if invalid is not None:
+            hook = getattr(policy, "on_receipt", None)
+            if callable(hook) and not (isinstance(answer, dict) and "invalid" in answer):
+                hook({"command_id": None, "observation_id": obs.observation_id, "status": "rejected",
+                      "detail": invalid.get("error", ""), "outcome": None, "outcome_reason": ""})
+
+
+def fork_records(records: Sequence[dict[str, Any]], cursor: int, policy: str | PolicyFactory = "solution", *,
+                 controlled: Sequence[str] = (), run_id: str | None = None,
+                 overrides: Mapping[str, dict[str, Any]] | None = None,
+                 where: str = "the journal") -> Forked:
+    """Stand at the fork point of ``records`` (a journal) for ``cursor``, the policies brought there.
+
+    ``controlled`` agents get no policy (a served fork's remote agents). Raises :class:`ForkError` or
+    :class:`~warren_sim.replay.JournalError` with a teaching message; builds nothing on disk.
+    """
+    records = list(records)
+    run = _run_record(records, where)
+    _check_cursor(records, cursor, where)
+    try:
+        scenario, seed = str(run["scenario"]), int(run["seed"])
+        params = dict(run.get("params") or {})
+        parent = str(run["run_id"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise JournalError(f"{where}: its 'run' record lacks a valid {exc} (needs scenario, seed, run_id)") from None
+    try:
+        loaded = load_scenario(scenario, params)
+    except ScenarioError as exc:
+        raise JournalError(f"{where}: cannot load its scenario: {exc}") from None
+    run_id = f"{parent}-fork" if run_id is None else run_id
+    agents = {a.id for a in loaded.spec.agents}
+    for agent in [*(overrides or {}), *controlled]:
+        if agent not in agents:
+            raise ForkError(f"{agent!r} is not an agent of {scenario}; its agents: {', '.join(sorted(agents))}")
+
+    def walk(limit: int | None) -> tuple[_Bringer, int | None]:
+        """Bring a fresh simulation along: ``limit`` batches, or (None) while boundaries stay at or before
+        ``cursor``; the second value is how many batches to walk again when the last went past it."""
+        sim, policies = instantiate(loaded, seed, policy, controlled, run_id=run_id)
+        bringer = _Bringer(records, sim, policies, where)
+        bringer.drain()
+        done = 0
+        while done < len(bringer.batch_cursors) and not sim.ended:
+            if limit is not None and done >= limit:
+                break
+            if limit is None and bringer.batch_cursors[done] > cursor:
+                break  # that batch's records begin after the cursor
+            bringer.batch()
+            done += 1
+            if limit is None and bringer.boundary > cursor:
+                return bringer, done - 1  # the cursor falls inside that batch: stop before it
+        return bringer, None
+
+    bringer, again = walk(None)
+    if again is not None:
+        bringer, _ = walk(again)
+    sim = bringer.sim
+    point = ForkPoint(parent, cursor, max(bringer.boundary, 0), len([r for r in bringer.got if r["kind"] == "batch"]),
+                      sim.time)
+    out = [dict(r) for r in bringer.got]
+    for r in out:
+        if r["kind"] == "run":
+            r["forked_from"] = point.as_dict()
+            break
+    return Forked(sim, bringer.policies, point, out, dict(overrides or {}))
+
+
+@attrs.define
+class _Override:
+    """An agent's policy whose answer to its first observation after the fork point is given (the override).
+
+    The policy is told that answer as it is told a past one (``recall``, else ``decide`` with its answer
+    dropped), so it goes on from what the agent did. The override is judged like any policy's answer: one the
+    rules refuse becomes a noop with an ``invalid`` record, as in every headless run.
+    """
+
+    command: dict[str, Any]
+    inner: Policy | None
+    used: bool = False
+
+    def decide(self, obs: Any) -> dict[str, Any]:
+        if self.used:
+            assert self.inner is not None
+            return self.inner.decide(obs)
+        self.used = True
+        if self.inner is not None:
+            recall = getattr(self.inner, "recall", None)
+            if callable(recall):
+                recall(obs, self.command)
+            else:
+                self.inner.decide(obs)
+        return dict(self.command)
+
+    def on_receipt(self, receipt: dict[str, Any]) -> None:
+        hook = getattr(self.inner, "on_receipt", None)
+        if callable(hook):
+            hook(receipt)
+
+
+def run_fork(forked: Forked, on_batch: Any = None) -> dict[str, Any]:
+    """Continue a headless fork to the run's end with its policies (an override replacing one answer each)."""
+    policies: dict[str, Any] = dict(forked.policies)
+    for agent, command in forked.overrides.items():
+        policies[agent] = _Override(command, policies.get(agent))
+    return run_headless(forked.sim, policies, on_batch=on_batch)
