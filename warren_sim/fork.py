@@ -111,7 +111,8 @@ class _Bringer:
         self.sim = sim
         self.policies = policies
         self.where = where
-        self.expected = [(r.get("cursor"), strip(r)) for r in records if r["kind"] not in RUNTIME_KINDS]
+        self.expected = [(int(r.get("cursor", i)), strip(r)) for i, r in enumerate(records)
+                         if r["kind"] not in RUNTIME_KINDS]
         self.commands: dict[str, dict[str, Any]] = {}
         self.invalid: dict[str, dict[str, Any]] = {}
         for r in records:

@@ -52,5 +52,5 @@ def create_app(config: ServerConfig | None = None) -> WarrenApp:
     register_viewer_routes(app)  # GET /, /runs/<run>, /runs/<run>/observations/<id>: the viewer
     app.asgi_app = http_lane(app, app.asgi_app)  # type: ignore[method-assign,assignment]  # the hot agent routes, Quart-less
     app.asgi_app = ws_lane(app, app.asgi_app)  # type: ignore[method-assign]  # WS /v1/agent as raw ASGI
-    app.asgi_app = fault_lane(app, app.asgi_app)  # type: ignore[method-assign]  # seeded faults (docs/faults.md)
+    app.asgi_app = fault_lane(app, app.asgi_app)  # type: ignore[method-assign,assignment]  # seeded faults (docs/faults.md)
     return app
