@@ -135,11 +135,16 @@ def apply_llm_options(args: argparse.Namespace) -> None:
     try:
         from ..llm import LLMConfig, LLMConfigError, probe
     except ImportError as exc:  # pragma: no cover - the package itself imports nothing optional
-        raise UsageError(f"--policy llm: {exc}") from None
+        raise UsageError(_llm_usage(str(exc))) from None
     try:
         probe(LLMConfig.from_env())
     except LLMConfigError as exc:
-        raise UsageError(f"--policy llm: {exc}") from None
+        raise UsageError(_llm_usage(str(exc))) from None
+
+
+def _llm_usage(message: str) -> str:
+    """``--policy llm: <why>``, once: some reasons already start with ``--policy llm``."""
+    return message if message.startswith("--policy llm") else f"--policy llm: {message}"
 
 
 def policy_text(specs: list[str]) -> str:
@@ -179,6 +184,15 @@ def answers_again(policy: Any, receipt: Any, attempt: int) -> bool:
     :data:`RETRIES_AFTER_REJECTION` more times; any other policy would only repeat itself."""
     return (receipt.status == "rejected" and callable(getattr(policy, "on_receipt", None))
             and attempt < RETRIES_AFTER_REJECTION)
+
+
+GIVE_UP_NOOP = {"noop": True}
+
+
+def gave_up(receipt: Any) -> bool:
+    """The last answer to an observation was still ``rejected`` (the policy's tries are spent): the caller
+    answers the turn with a noop at once, rather than leave it outstanding until its decision deadline."""
+    return receipt.status == "rejected"
 
 
 def after_receipt(policy: Any, receipt: Any) -> str:

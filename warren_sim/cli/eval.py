@@ -145,6 +145,14 @@ def _duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+def _footer(sweep: dict[str, Any], out: Any) -> str:
+    """What the table's wall-sum is not: the sweep's own elapsed time, and how many rows were computed."""
+    reused = sweep["runs"] - sweep["computed"]
+    took = f"the sweep took {sweep['elapsed_s']:.2f}s" if sweep.get("elapsed_s") is not None else "the sweep ran"
+    rows = f"{sweep['computed']} row(s) computed" + (f", {reused} reused from {out}" if out is not None else "")
+    return f"  {took}: {rows}; wall-sum adds up every seed's run time, on every worker"
+
+
 def progress_callback(args: argparse.Namespace) -> tuple[Any, ProgressLine | None]:
     """The sweep's progress callback: a live line on a terminal, elsewhere a plain line every few seconds
     (:mod:`warren_sim.progress`, seeds and decisions/s); and the live line, to clear at the end."""
@@ -154,6 +162,9 @@ def progress_callback(args: argparse.Namespace) -> tuple[Any, ProgressLine | Non
     decisions = [0]
 
     def on_row(done: int, total: int, row: dict[str, Any] | None) -> None:
+        if row is None and args.out is not None and done:  # resuming: say what --out already holds
+            print(f"warren eval: {done} of {total} rows are in {args.out} already; computing the other "
+                  f"{total - done}", file=sys.stderr, flush=True)
         if progress is not None:
             progress(done, total, row)
         elif row is not None:
@@ -197,6 +208,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(json.dumps(sweep, indent=2))
     else:
         print(render_table(sweep, args.seeds))
+        print(_footer(sweep, args.out))
     if args.plot is not None:
         from ..report.data import ReportError
         from ..report.plots import write_eval_plots
