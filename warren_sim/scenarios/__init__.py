@@ -16,6 +16,7 @@ from .policies import (
     as_factory,
     describe_population,
     instantiate,
+    make_policy,
     npc_team,
     parse_team,
     population_files,
@@ -25,5 +26,5 @@ from .policies import (
 )
 
 __all__ = ["LoadedScenario", "ParamText", "PolicyError", "PolicyFactory", "ScenarioError", "TeamSpec", "as_factory",
-           "describe_population", "instantiate", "list_scenarios", "load_scenario", "npc_team", "parse_team", "population_files",
+           "describe_population", "instantiate", "list_scenarios", "load_scenario", "make_policy", "npc_team", "parse_team", "population_files",
            "resolve_policy", "resolve_team", "scenario_dirs", "team_text", "validate_params"]

@@ -314,3 +314,11 @@ def instantiate(loaded: LoadedScenario, seed: int, policy: TeamSpec,
     sim = Simulation(loaded.spec, seed, run_id=run_id, params=loaded.params, record=record)
     policies = {a.id: factory(a.id, a.role, briefing(sim, a.id)) for a in loaded.spec.agents if a.id not in skip}
     return sim, policies
+
+
+def make_policy(loaded: LoadedScenario, kind: str, agent_id: str, role: str, briefing: dict[str, Any],
+                seed: int = 0) -> Policy:
+    """One agent's policy of ``loaded`` from a ``--policy`` spec (:func:`resolve_policy`), for callers that drive
+    one agent themselves (a remote client, a test)."""
+    policy: Policy = resolve_policy(kind, loaded, seed)(agent_id, role, briefing)
+    return policy
