@@ -37,6 +37,41 @@ def unix_now() -> float:
     return _UNIX0 + (wall_seconds() - _WALL0)
 
 
+# -- optional extras -----------------------------------------------------------------------------------
+#: Import names that differ from their distribution's name.
+_DIST_OF = {"openenv": "openenv-core", "server": "openenv-core"}
+
+
+def extra_for(module: str) -> str | None:
+    """The optional extra of pyproject.toml that installs the top-level import ``module`` (``simpy`` ->
+    ``bench``), preferring a specific extra to the ``test`` one that pulls every extra in; None if none does."""
+    import re
+    import tomllib
+
+    top = module.split(".")[0]
+    dist = _DIST_OF.get(top, top)
+    want = re.sub(r"[-_.]+", "-", dist).lower()
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"].get(
+        "optional-dependencies", {})
+    for extra in sorted(extras, key=lambda e: e == "test"):
+        for requirement in extras[extra]:
+            name = re.match(r"[A-Za-z0-9._-]+", requirement)
+            if name and re.sub(r"[-_.]+", "-", name.group(0)).lower() == want:
+                return str(extra)
+    return None
+
+
+class MissingExtra(Exception):
+    """A benchmark needs a module that is not installed; the message says which extra brings it."""
+
+    def __init__(self, module: str) -> None:
+        extra = extra_for(module)
+        how = (f"the '{extra}' extra: pip install -e '.[{extra}]'" if extra is not None
+               else "an optional package that is not installed")
+        super().__init__(f"it needs {module!r}, from {how}")
+        self.module, self.extra = module, extra
+
+
 # -- options -----------------------------------------------------------------------------------------
 @attrs.define
 class Options:

@@ -21,7 +21,17 @@ import subprocess
 import sys
 from typing import Any
 
-from bench.common import REPO, Options, bench_env, fmt_stat, print_table, summary, target, targets_table
+from bench.common import (
+    REPO,
+    MissingExtra,
+    Options,
+    bench_env,
+    fmt_stat,
+    print_table,
+    summary,
+    target,
+    targets_table,
+)
 from warren_sim.runtime.clock import wall_seconds
 
 SELECT = "lease or deadline or expiry"
@@ -57,7 +67,11 @@ def once(autoload: bool = False) -> dict[str, Any]:
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
     wall = wall_seconds() - t0
     if done.returncode != 0:
-        raise RuntimeError(f"the warped tests failed (exit {done.returncode}):\n{done.stdout[-3000:]}")
+        missing = re.search(r"No module named '([\w.]+)'", done.stderr + done.stdout)
+        if missing:
+            raise MissingExtra(missing.group(1))
+        output = (done.stdout[-3000:] + done.stderr[-3000:]).strip() or "(no output)"
+        raise RuntimeError(f"the warped tests failed (exit {done.returncode}):\n{output}")
     found = re.search(r"(\d+) passed.* in ([\d.]+)s", done.stdout)
     return {"wall_s": wall, "pytest_s": float(found.group(2)) if found else float("nan"),
             "passed": int(found.group(1)) if found else 0}

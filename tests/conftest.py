@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import gc
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -51,3 +53,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     suite). Objects made by the tests themselves are collected as before.
     """
     gc.freeze()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """tests/test_docs_examples.py's count: how many documentation blocks ran, and why the others did not."""
+    totals: dict[str, int] = {}
+    for report in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", []):
+        if getattr(report, "when", "call") != "call":
+            continue
+        for key, value in getattr(report, "user_properties", []):
+            if key == "docs_blocks":
+                for what, n in json.loads(value)["counts"].items():
+                    totals[what] = totals.get(what, 0) + n
+    if totals:
+        terminalreporter.section("documentation examples (README.md, docs/*.md)")
+        for what, n in sorted(totals.items()):
+            terminalreporter.write_line(f"{n:4d}  {what}")

@@ -161,13 +161,13 @@ def last_user_text(request: dict[str, Any]) -> str:
 def solution_table(scenario: str, seeds: Iterable[int]) -> dict[str, dict[str, Any]]:
     """Observation text -> the command the scenario's solution policy answers, over whole headless runs."""
     from warren_sim.engine import Simulation, briefing
-    from warren_sim.scenarios import load_scenario
+    from warren_sim.scenarios import load_scenario, make_policy
 
     sc = load_scenario(scenario)
     table: dict[str, dict[str, Any]] = {}
     for seed in seeds:
         sim = Simulation(sc.spec, seed, run_id="table", params=sc.params, record=False)
-        policies = {a.id: sc.make_policy("solution", a.id, a.role, briefing(sim, a.id), seed) for a in sc.spec.agents}
+        policies = {a.id: make_policy(sc, "solution", a.id, a.role, briefing(sim, a.id), seed) for a in sc.spec.agents}
         while (batch := sim.advance()) is not None:
             for obs in batch.observations:
                 command = policies[obs.agent_id].decide(obs)

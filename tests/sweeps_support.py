@@ -72,7 +72,7 @@ def eval_json(argv: list[str], capsys: Any) -> dict[str, Any]:
 
 
 def table_without_wall(text: str) -> list[str]:
-    """The table's lines with the wall-clock columns (the last two: wall, decisions/s) cut off."""
+    """The table's lines with the wall-clock columns (the last two: wall-sum, decisions/s) cut off."""
     return [" ".join(line.split()[:-2]) if len(line.split()) > 2 else line for line in text.splitlines()]
 
 

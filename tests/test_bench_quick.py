@@ -1,4 +1,4 @@
-"""The benchmarks still run: ``python -m bench --quick`` exits 0 and writes every JSON file.
+"""The benchmarks still run: ``python -m bench --quick`` (README.md's ``warren bench --quick``) exits 0 and writes every JSON file.
 
 No timing is asserted (the machine is shared and noisy; bench/RESULTS.md records the figures). Servers and
 load generators are real processes on 127.0.0.1, and sweeps starts a local Ray (10-17 s here), so all of them take

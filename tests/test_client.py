@@ -33,11 +33,11 @@ from warren_sim.client import (
     briefing_hash,
     succeeded,
 )
-from warren_sim.scenarios import load_scenario
+from warren_sim.scenarios import load_scenario, make_policy
 
 
 def solution_policy(briefing: dict, seed: int = 3):
-    return load_scenario("bridge_repair").make_policy("solution", briefing["agent_id"], briefing["role"], briefing,
+    return make_policy(load_scenario("bridge_repair"), "solution", briefing["agent_id"], briefing["role"], briefing,
                                                       seed)
 
 

@@ -31,13 +31,13 @@ from warren_sim.client import (
 )
 from warren_sim.http.server import start_server
 from warren_sim.runtime.manager import ServerConfig
-from warren_sim.scenarios import load_scenario
+from warren_sim.scenarios import load_scenario, make_policy
 
 PY = [sys.executable, "-m", "warren_sim.cli"]
 
 
 def policy_for(briefing: dict[str, Any], seed: int = 3) -> Any:
-    return load_scenario("bridge_repair").make_policy("solution", briefing["agent_id"], briefing["role"], briefing,
+    return make_policy(load_scenario("bridge_repair"), "solution", briefing["agent_id"], briefing["role"], briefing,
                                                       seed)
 
 

@@ -64,7 +64,7 @@ def run_engine_tests(cwd: Path, env: dict[str, str]) -> None:
 
 def test_the_build_in_use_is_named() -> None:
     """``engine.BUILD`` says "mypyc" exactly when the engine's modules were imported from compiled extensions."""
-    modules = (engine.sim, engine.rules, engine.world, engine.scheduler, engine.headless, engine.perception)
+    modules = tuple(getattr(engine, name) for name in build.COMPILED)
     compiled = [m for m in modules if not (m.__file__ or "").endswith(".py")]
     assert engine.BUILD == ("mypyc" if compiled else "python")
     assert compiled in ([], list(modules))  # all of them or none
@@ -141,7 +141,7 @@ def test_the_compiled_engine_decides_exactly_what_the_plain_one_does(tmp_path: P
     assert built.returncode == 0, built.stderr[-2000:]
     assert FALLBACK not in built.stderr
     assert sorted(p.name.split(".")[0] for p in (copy / "warren_sim" / "engine").glob("*.so")) == [
-        "_compiled__mypyc", "headless", "perception", "rules", "scheduler", "sim", "world"]
+        "_compiled__mypyc", "command", "effects", "headless", "perception", "rules", "scheduler", "sim", "world"]
     # python -c in the copy puts it first on sys.path: its compiled engine is the one imported
     which = python(WHICH, copy)
     assert which.stdout.split()[0] == "mypyc" and str(copy) in which.stdout, which.stdout + which.stderr
@@ -162,7 +162,8 @@ def test_the_compiled_engine_decides_exactly_what_the_plain_one_does(tmp_path: P
     partial = python(WHICH, copy)
     first, why = partial.stdout.splitlines()
     assert first.split()[0] == "python" and first.split()[1].endswith("sim.py"), partial.stdout + partial.stderr
-    assert why.startswith("only sim, rules, scheduler, headless, perception of the engine's modules"), why
+    assert why.startswith("only sim, rules, scheduler, headless, perception, effects, command of the engine's "
+                          "modules"), why
 
 
 @pytest.mark.slow

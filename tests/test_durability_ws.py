@@ -19,11 +19,11 @@ from warren_sim.client import AsyncWsAgentClient, RetryPolicy, TransportError
 from warren_sim.http.server import start_server
 from warren_sim.runtime import journal as journal_module
 from warren_sim.runtime.manager import ServerConfig
-from warren_sim.scenarios import load_scenario
+from warren_sim.scenarios import load_scenario, make_policy
 
 
 def policy_for(briefing: dict[str, Any], seed: int) -> Any:
-    return load_scenario("bridge_repair").make_policy("solution", briefing["agent_id"], briefing["role"], briefing,
+    return make_policy(load_scenario("bridge_repair"), "solution", briefing["agent_id"], briefing["role"], briefing,
                                                       seed)
 
 

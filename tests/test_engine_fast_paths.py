@@ -43,7 +43,8 @@ def worlds(draw: Any) -> Simulation:
             items.append(item(iid, draw(holders)))
     strength = draw(st.integers(0, 2))
     spec = make_spec(
-        agents=[agent("alice", draw(st.sampled_from(["gate", "gate", *SPOTS]))), agent("bob", draw(spots)), agent("carol", draw(spots), role="idler")],
+        agents=[agent("alice", draw(st.sampled_from(["gate", "gate", *SPOTS]))), agent("bob", draw(spots)),
+                agent("carol", draw(spots), role="idler")],
         items=items, tools=(*DEFAULT_TOOLS, BRACE),
         roles=(S.RoleSpec("worker", "Works.", ("fix", "unlock", "brace")), S.RoleSpec("idler", "Idles.", ())),
         structures=(S.StructureSpec("wall", "wall", "the wall", "gate", (("strength", strength),),

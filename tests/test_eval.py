@@ -112,7 +112,8 @@ def test_the_table_has_a_header_and_a_row_per_scenario(capsys) -> None:
     assert [r[0] for r in rows] == ["deadline", "relay"]
     assert rows[0][1] == "-" and rows[1][1] == "couriers=2,code=4721"
     assert all(r[2] == "5" and r[3] == "100.0%" for r in rows)
-    assert len(lines) == 6  # nothing failed, so no reasons follow
+    assert len(lines) == 7  # nothing failed, so no reasons follow: only the line of the sweep's own time
+    assert lines[6].startswith("  the sweep took ") and "wall-sum adds up" in lines[6]
 
 
 def test_the_table_shows_conflicts_and_failure_reasons(capsys) -> None:

@@ -12,7 +12,7 @@ from warren_sim.engine import run_headless
 from warren_sim.engine.records import RUNTIME_KINDS
 from warren_sim.replay import strip
 from warren_sim.runtime.faults import NETWORK_KINDS
-from warren_sim.scenarios import instantiate, load_scenario
+from warren_sim.scenarios import instantiate, load_scenario, make_policy
 
 AGENTS = ("courier-1", "engineer-1", "medic-1")
 
@@ -36,7 +36,7 @@ def _drive(url: str, run_id: str, agent_id: str, seed: int, errors: list[BaseExc
         with AgentClient.open(url, timeout=10.0, retry=RetryPolicy(attempts=50, backoff=0.001)) as client:
             with client.claim(run_id, agent_id) as agent:
                 briefing = agent.briefing()
-                policy = sc.make_policy("solution", agent_id, briefing["role"], briefing, seed)
+                policy = make_policy(sc, "solution", agent_id, briefing["role"], briefing, seed)
                 for obs in agent.observations(wait=5):
                     agent.submit(obs, policy.decide(obs))
     except BaseException as exc:  # noqa: BLE001 - reported by the test
@@ -69,7 +69,7 @@ async def _drive_ws(client: Any, run_id: str, agent_id: str, seed: int) -> None:
     sc = load_scenario("bridge_repair")
     async with client.claim(run_id, agent_id) as agent:
         briefing = await agent.briefing()
-        policy = sc.make_policy("solution", agent_id, briefing["role"], briefing, seed)
+        policy = make_policy(sc, "solution", agent_id, briefing["role"], briefing, seed)
         async for obs in agent.observations():
             await agent.submit(obs, policy.decide(obs))
 

@@ -20,7 +20,7 @@ from server_helpers import served
 
 from warren_sim.client import RunEnded
 from warren_sim.runtime.leases import digest
-from warren_sim.scenarios import load_scenario
+from warren_sim.scenarios import load_scenario, make_policy
 
 
 def cmd(cid: str, oid: str, **decision):
@@ -283,7 +283,7 @@ async def test_multi_poll_refusals_teach_and_change_nothing(autojump_clock, tmp_
 
 
 def _policy(briefing):
-    return load_scenario("bridge_repair").make_policy("solution", briefing["agent_id"], briefing["role"], briefing, 3)
+    return make_policy(load_scenario("bridge_repair"), "solution", briefing["agent_id"], briefing["role"], briefing, 3)
 
 
 async def test_sdk_claim_many_and_next_wait_drive_a_run_with_one_request_per_decision(autojump_clock):
@@ -352,7 +352,7 @@ async def test_sdk_poll_many_drives_many_agents_with_one_poll_per_batch(autojump
         agents = await client.claim_many(run.run_id)
         by_id = {a.agent_id: a for a in agents}
         sol = load_scenario("warren", {"agents": 12})
-        policies = {a.agent_id: sol.make_policy("solution", a.agent_id, "forager", await a.briefing(), 1)
+        policies = {a.agent_id: make_policy(sol, "solution", a.agent_id, "forager", await a.briefing(), 1)
                     for a in agents}
         per_round: list[int] = []
         with pytest.raises(RunEnded):

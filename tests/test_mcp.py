@@ -28,7 +28,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from warren_sim.http.server import start_server  # noqa: E402
 from warren_sim.mcp.server import build_server, open_session  # noqa: E402
 from warren_sim.runtime.manager import ServerConfig  # noqa: E402
-from warren_sim.scenarios import load_scenario  # noqa: E402
+from warren_sim.scenarios import load_scenario, make_policy  # noqa: E402
 
 WARREN = [sys.executable, "-m", "warren_sim.cli"]
 CATALOG = ["move_to", "take", "drop", "give", "say", "tell", "inspect", "repair"]
@@ -48,7 +48,7 @@ def create_run(url: str, agent: str = "engineer-1", seed: int = 3, pace: float |
 async def play_to_the_end(client: Any, agent: str = "engineer-1", max_steps: int = 200) -> str:
     """Observe, decide with the scenario's solution policy on the structured parts, call the command's tool;
     until observe says the run ended. Returns that message."""
-    policy = load_scenario("bridge_repair").make_policy("solution", agent, "engineer", {}, 3)
+    policy = make_policy(load_scenario("bridge_repair"), "solution", agent, "engineer", {}, 3)
     for _ in range(max_steps):
         result = await client.call_tool("observe", {"wait": 10})
         if result.is_error:

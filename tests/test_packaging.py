@@ -42,6 +42,8 @@ def test_wheel_installs_scenarios_and_runs_outside_the_repo(tmp_path):
         for f in (ROOT / "scenarios" / scenario).iterdir():
             if f.suffix in (".toml", ".py"):
                 assert f"warren_sim/_bundled_scenarios/{scenario}/{f.name}" in names
+        for f in (ROOT / "scenarios" / scenario).glob("populations/*.py"):  # and its partner populations
+            assert f"warren_sim/_bundled_scenarios/{scenario}/populations/{f.name}" in names
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
@@ -67,6 +69,10 @@ def test_wheel_installs_scenarios_and_runs_outside_the_repo(tmp_path):
     listed = subprocess.run([str(venv / "bin" / "warren"), "scenarios"], cwd=elsewhere, env=env,
                             capture_output=True, text=True, timeout=120)
     assert [line.split(" — ")[0] for line in listed.stdout.splitlines() if " — " in line] == BUNDLED
+    cross = subprocess.run([str(venv / "bin" / "warren"), "eval", "bridge_repair", "--focal", "engineer=solution",
+                            "--partners", "hoarder", "--seeds", "0", "--jobs", "1", "--quiet"], cwd=elsewhere,
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert cross.returncode == 0 and "hoarder (bundled)" in cross.stdout, cross.stdout + cross.stderr
 
 
 def _own_scenario(tmp_path: Path) -> Path:

@@ -39,7 +39,7 @@ def test_jobs_1_and_jobs_2_give_the_same_report(argv: list[str], capsys) -> None
 def test_the_table_is_printed_with_the_wall_columns_last(capsys) -> None:
     """The table warren eval prints is render_table of the report; its last two columns are the wall ones."""
     lines = run_cli(["eval", "deadline", "--seeds", "0-3", "--jobs", "2"], capsys).splitlines()
-    assert lines[2].split()[-2:] == ["wall", "decisions/s"]
+    assert lines[2].split()[-2:] == ["wall-sum", "decisions/s"]
     assert table_without_wall("\n".join(lines))[4].split() == ["deadline", "-", "4", "100.0%", "55.0s", "55.0s",
                                                                 "33.0", "1.000"]
 

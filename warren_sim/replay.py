@@ -67,6 +67,7 @@ class ReplayResult:
     status: str  # how the journal says the run ended ("" if it does not say)
     divergence: Divergence | None = None
     note: str = ""  # how the replay stopped when not at the run's natural end
+    sim: Any = attrs.field(default=None, eq=False, repr=False)  # the rebuilt simulation, where it stopped
 
 
 def strip(record: dict[str, Any]) -> dict[str, Any]:
@@ -186,7 +187,7 @@ def replay_records(records: list[dict[str, Any]], where: str = "the journal") ->
                         "terminal status (cut short, e.g. the server was killed); replayed as far as it goes")
         got = got[:len(expected)]
     divergence = refused or _first_difference(expected, got, note)
-    return ReplayResult(divergence is None, len(expected), run_id, scenario, seed, status, divergence, note)
+    return ReplayResult(divergence is None, len(expected), run_id, scenario, seed, status, divergence, note, sim)
 
 
 def _terminal_status(records: list[dict[str, Any]]) -> str:

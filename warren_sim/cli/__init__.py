@@ -14,6 +14,8 @@ Subcommands, one module each in this package:
 - ``report``: plots of a run from its journal (objectives over sim time, actions by agent and lane)
 - ``conformance``: check any warren-agent/0 server against the protocol, rule by rule
 - ``bench``: the benchmarks of a source checkout (``python -m bench``)
+- ``verify``: check cross-play results (``eval --focal ... --journals``): replay every journal, recompute scores
+- ``leaderboard``: rank cross-play results between the ``none`` floor and the ``solution`` ceiling
 
 Each module has ``register(subparsers)`` and the command functions; shared pieces live in
 :mod:`warren_sim.cli._common`. Library code lives below (``scenarios``, ``evaluation``, ``replay``,
@@ -27,13 +29,28 @@ import argparse
 import sys
 
 from .. import __version__
-from . import agent, bench, conformance, demo, fork, mcp, replay, report, run, scenarios, serve
+from . import (
+    agent,
+    bench,
+    conformance,
+    demo,
+    fork,
+    leaderboard,
+    mcp,
+    replay,
+    report,
+    run,
+    scenarios,
+    serve,
+    verify,
+)
 from . import eval as eval_
 from ._common import EXIT_USAGE, UsageError
 
 __all__ = ["EXIT_USAGE", "UsageError", "build_parser", "main"]
 
-SUBCOMMANDS = (run, eval_, fork, scenarios, serve, agent, mcp, demo, replay, report, conformance, bench)
+SUBCOMMANDS = (run, eval_, fork, scenarios, serve, agent, mcp, demo, replay, report, conformance, bench, verify,
+               leaderboard)
 
 
 class _Version(argparse.Action):

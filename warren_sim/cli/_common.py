@@ -120,9 +120,12 @@ def add_llm_options(p: argparse.ArgumentParser) -> None:
 
 
 def apply_llm_options(args: argparse.Namespace) -> None:
-    """For ``--policy llm``: the flags into ``WARREN_LLM_*`` (so worker processes see them too), then one
+    """For ``--policy llm`` (or ``ROLE=llm``, ``--focal ROLE=llm``): the flags into ``WARREN_LLM_*`` (so worker processes see them too), then one
     probe of the endpoint, so a dead endpoint or a refused key is one usage error before anything runs."""
-    if getattr(args, "policy", None) != "llm":
+    specs = getattr(args, "policy", None)
+    specs = [specs] if isinstance(specs, str) else list(specs or [])
+    specs += list(getattr(args, "focal", None) or [])  # cross-play: --focal ROLE=llm
+    if not any(spec.split("=")[-1].strip() == "llm" for spec in specs):  # --policy llm, ROLE=llm, AGENT=llm
         return
     for flag, name in (("model", "WARREN_LLM_MODEL"), ("temperature", "WARREN_LLM_TEMPERATURE"),
                        ("max_history", "WARREN_LLM_MAX_HISTORY")):
@@ -132,11 +135,26 @@ def apply_llm_options(args: argparse.Namespace) -> None:
     try:
         from ..llm import LLMConfig, LLMConfigError, probe
     except ImportError as exc:  # pragma: no cover - the package itself imports nothing optional
-        raise UsageError(f"--policy llm: {exc}") from None
+        raise UsageError(_llm_usage(str(exc))) from None
     try:
         probe(LLMConfig.from_env())
     except LLMConfigError as exc:
-        raise UsageError(f"--policy llm: {exc}") from None
+        raise UsageError(_llm_usage(str(exc))) from None
+
+
+def _llm_usage(message: str) -> str:
+    """``--policy llm: <why>``, once: some reasons already start with ``--policy llm``."""
+    return message if message.startswith("--policy llm") else f"--policy llm: {message}"
+
+
+def policy_text(specs: list[str]) -> str:
+    """Repeated ``--policy`` -> one spec text (a plain spec stays as typed, a team is ``scenarios.team_text``):
+    what a sweep's tasks and a fork carry. Raises PolicyError for a malformed team."""
+    from ..scenarios import parse_team, team_text
+    from ..scenarios.policies import DEFAULT_KEY
+
+    team = parse_team(specs)
+    return team[DEFAULT_KEY] if list(team) == [DEFAULT_KEY] else team_text(team)
 
 
 def tokens_line(policies: Any) -> str | None:
@@ -166,6 +184,15 @@ def answers_again(policy: Any, receipt: Any, attempt: int) -> bool:
     :data:`RETRIES_AFTER_REJECTION` more times; any other policy would only repeat itself."""
     return (receipt.status == "rejected" and callable(getattr(policy, "on_receipt", None))
             and attempt < RETRIES_AFTER_REJECTION)
+
+
+GIVE_UP_NOOP = {"noop": True}
+
+
+def gave_up(receipt: Any) -> bool:
+    """The last answer to an observation was still ``rejected`` (the policy's tries are spent): the caller
+    answers the turn with a noop at once, rather than leave it outstanding until its decision deadline."""
+    return receipt.status == "rejected"
 
 
 def after_receipt(policy: Any, receipt: Any) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
+    GIVE_UP_NOOP,
     RETRIES_AFTER_REJECTION,
     UsageError,
     add_llm_options,
@@ -26,6 +27,7 @@ from ._common import (
     answers_again,
     apply_llm_options,
     apply_scenarios_option,
+    gave_up,
     remote_command,
     remote_factory,
     remote_policy,
@@ -136,6 +138,11 @@ def cmd_agent(args: argparse.Namespace) -> int:
                             print(f">>> {show_command(command)}  [{show_receipt(receipt)}]{extra}", flush=True)
                             if not answers_again(policy, receipt, attempt):
                                 break
+                        if gave_up(receipt):
+                            receipt = agent.submit(obs, GIVE_UP_NOOP)
+                            log.write(receipt)
+                            print(f">>> noop (the policy's answers were rejected)  [{show_receipt(receipt)}]",
+                                  flush=True)
                 except KeyboardInterrupt:
                     agent.detach()  # before leaving `with`, which would release the agent otherwise
                     raise
@@ -205,6 +212,10 @@ async def _agent_ws_main(args: argparse.Namespace, held: dict[str, str]) -> int:
                             print(f">>> {show_command(command)}  [{show_receipt(receipt)}]{extra}", flush=True)
                             if not answers_again(policy, receipt, attempt):
                                 break
+                        if gave_up(receipt):
+                            receipt = await agent.submit(obs, GIVE_UP_NOOP)
+                            print(f">>> noop (the policy's answers were rejected)  [{show_receipt(receipt)}]",
+                                  flush=True)
                 except KeyboardInterrupt:
                     agent.detach()
                     raise

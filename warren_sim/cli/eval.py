@@ -29,8 +29,10 @@ from ._common import (
     apply_llm_options,
     apply_scenarios_option,
     cli_params,
+    policy_text,
     subparser,
 )
+from ._crossplay import cmd_crossplay
 
 
 def register(sub: Any) -> None:
@@ -43,8 +45,9 @@ def register(sub: Any) -> None:
                    help="scenario name(s) or directory(ies); several as 'a,b' or as separate arguments")
     p.add_argument("--seeds", default="0-99", help="seeds to run: '0-99', '7', or a list like '0-9,20,30-39' "
                                                    "(default 0-99)")
-    p.add_argument("--policy", default="solution",
-                   help="solution, random, none, llm or module:factory (docs/policies.md; default solution)")
+    p.add_argument("--policy", action="append", default=None, metavar="[ROLE=|AGENT=]SPEC",
+                   help="solution, random, none, llm, population:NAME, file.py or module:factory (docs/policies.md; "
+                        "default solution); repeatable: ROLE=SPEC or AGENT=SPEC for some agents")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="scenario parameter, fixed for the sweep (repeatable); every scenario given must declare it")
     p.add_argument("--grid", action="append", default=[], metavar="NAME=V1,V2,...",
@@ -68,6 +71,17 @@ def register(sub: Any) -> None:
     p.add_argument("--plot", type=Path, default=None, metavar="DIR",
                    help="also plot completion rate and score over seeds and the sim-time distribution into DIR "
                         "(PNG and SVG; needs warren-sim[plot])")
+    cross = p.add_argument_group("cross-play (docs/benchmarking.md)")
+    cross.add_argument("--focal", action="append", default=[], metavar="ROLE=SPEC",
+                       help="a focal policy for a role or an agent (repeatable: one row each); the others are "
+                            "played by each --partners population")
+    cross.add_argument("--partners", default="all", metavar="NAME[,NAME...]|all",
+                       help="the populations to play with (columns): solution, the scenario's bundled ones, "
+                            "--populations files; default all")
+    cross.add_argument("--populations", default=None, metavar="DIR",
+                       help="held-out populations: DIR/NAME.py files, each with factory(agent_id, role, briefing)")
+    cross.add_argument("--journals", type=Path, default=None, metavar="DIR",
+                       help="keep every run's journal as DIR/RUN.jsonl (warren verify replays them)")
     add_scenarios_option(p)
     add_llm_options(p)
     p.set_defaults(func=cmd_eval)
@@ -131,6 +145,36 @@ def _duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+def _footer(sweep: dict[str, Any], out: Any) -> str:
+    """What the table's wall-sum is not: the sweep's own elapsed time, and how many rows were computed."""
+    reused = sweep["runs"] - sweep["computed"]
+    took = f"the sweep took {sweep['elapsed_s']:.2f}s" if sweep.get("elapsed_s") is not None else "the sweep ran"
+    rows = f"{sweep['computed']} row(s) computed" + (f", {reused} reused from {out}" if out is not None else "")
+    return f"  {took}: {rows}; wall-sum adds up every seed's run time, on every worker"
+
+
+def progress_callback(args: argparse.Namespace) -> tuple[Any, ProgressLine | None]:
+    """The sweep's progress callback: a live line on a terminal, elsewhere a plain line every few seconds
+    (:mod:`warren_sim.progress`, seeds and decisions/s); and the live line, to clear at the end."""
+    live = sys.stderr.isatty() and not args.quiet
+    progress = ProgressLine(sys.stderr) if live else None
+    plain = Progress("warren eval", interactive=False, enabled=not live and not args.quiet)
+    decisions = [0]
+
+    def on_row(done: int, total: int, row: dict[str, Any] | None) -> None:
+        if row is None and args.out is not None and done:  # resuming: say what --out already holds
+            print(f"warren eval: {done} of {total} rows are in {args.out} already; computing the other "
+                  f"{total - done}", file=sys.stderr, flush=True)
+        if progress is not None:
+            progress(done, total, row)
+        elif row is not None:
+            decisions[0] += int(row.get("decisions") or 0)
+            plain.update(decisions=decisions[0])
+            plain.seed_done(done, total, row)
+
+    return on_row, progress
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     apply_scenarios_option(args)  # $WARREN_SCENARIOS: worker processes and a local Ray see it too
     apply_llm_options(args)
@@ -141,25 +185,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.ray and args.jobs is not None:
         raise UsageError("--jobs is for local processes; with --ray, Ray decides (it uses every CPU it has)")
     params = cli_params(args.param)
-    live = sys.stderr.isatty() and not args.quiet
-    progress = ProgressLine(sys.stderr) if live else None
-    # Off a terminal (CI logs, pipes): a plain line every few seconds (warren_sim.progress), seeds and decisions/s.
-    plain = Progress("warren eval", interactive=False, enabled=not live and not args.quiet)
-    decisions = [0]
-
-    def on_row(done: int, total: int, row: dict[str, Any] | None) -> None:
-        if progress is not None:
-            progress(done, total, row)
-        elif row is not None:
-            decisions[0] += int(row.get("decisions") or 0)
-            plain.update(decisions=decisions[0])
-            plain.seed_done(done, total, row)
+    if args.focal:
+        return cmd_crossplay(args, params, progress_callback(args))
+    if args.journals is not None or args.populations is not None or args.partners != "all":
+        raise UsageError("--partners, --populations and --journals are for cross-play: add --focal ROLE=SPEC")
+    on_row, progress = progress_callback(args)
     # While the sweep runs, anything printed (a policy's prints, Ray's messages about its workers, which it
     # writes to stdout) goes to stderr: stdout is the report's alone, so `--json > report.json` stays JSON.
     try:
         seeds = parse_seeds(args.seeds)
+        policy = policy_text(args.policy or ["solution"])
         with contextlib.redirect_stdout(sys.stderr):
-            sweep = evaluate(args.scenarios, seeds, args.policy, params, parse_grid(args.grid), jobs=args.jobs,
+            sweep = evaluate(args.scenarios, seeds, policy, params, parse_grid(args.grid), jobs=args.jobs,
                              backend="ray" if args.ray else "local", address=args.address, out=args.out,
                              conflicts=args.conflicts, progress=on_row, clock=wall_seconds)
     except (ScenarioError, SweepError) as exc:
@@ -171,6 +208,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(json.dumps(sweep, indent=2))
     else:
         print(render_table(sweep, args.seeds))
+        print(_footer(sweep, args.out))
     if args.plot is not None:
         from ..report.data import ReportError
         from ..report.plots import write_eval_plots

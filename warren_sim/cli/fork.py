@@ -15,6 +15,7 @@ from ..engine.records import TraceWriter
 from ..fork import ForkError, fork_records, parse_override, run_fork
 from ..replay import JournalError, read_journal
 from ..runtime.clock import wall_seconds
+from ..scenarios import ScenarioError
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -23,6 +24,7 @@ from ._common import (
     add_scenarios_option,
     apply_llm_options,
     apply_scenarios_option,
+    policy_text,
     subparser,
     tokens_line,
 )
@@ -36,9 +38,10 @@ def register(sub: Any) -> None:
     p.add_argument("journal", type=Path, help="the parent run's journal or trace")
     p.add_argument("--cursor", type=int, required=True, metavar="N",
                    help="fork at the last batch boundary at or before this record's cursor")
-    p.add_argument("--policy", default="solution",
+    p.add_argument("--policy", action="append", default=None, metavar="[ROLE=|AGENT=]SPEC",
                    help="the policies that continue: solution, random, none, llm or module:factory "
-                        "(docs/policies.md, 'Forks': how a policy is brought to the fork point)")
+                        "(docs/policies.md, 'Forks': how a policy is brought to the fork point); repeatable: "
+                        "ROLE=SPEC or AGENT=SPEC for some agents (docs/benchmarking.md)")
     p.add_argument("--override", action="append", default=[], metavar="AGENT=COMMAND",
                    help="AGENT's answer to its first observation after the fork point, as JSON "
                         "(repeatable, once per agent), e.g. engineer-1='{\"noop\": true}'")
@@ -59,8 +62,9 @@ def cmd_fork(args: argparse.Namespace) -> int:
                 raise ForkError(f"--override {agent} is given twice; one override per agent")
             overrides[agent] = command
         records = read_journal(args.journal)
-        forked = fork_records(records, args.cursor, args.policy, overrides=overrides, where=str(args.journal))
-    except (ForkError, JournalError) as exc:
+        forked = fork_records(records, args.cursor, policy_text(args.policy or ["solution"]), overrides=overrides,
+                              where=str(args.journal))
+    except (ForkError, JournalError, ScenarioError) as exc:
         raise UsageError(str(exc)) from None
     try:
         out = open(args.trace, "w", encoding="utf-8") if args.trace else None  # noqa: SIM115

@@ -9,6 +9,7 @@ scenario, the seed, the parameters and the policies (no wall-clock value is in i
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +40,17 @@ def register(sub: Any) -> None:
     p.add_argument("--trace", type=Path, help="write the run's journal (JSON Lines) to this file")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="scenario parameter (repeatable)")
-    p.add_argument("--policy", default="solution",
-                   help="solution, random, none, llm or module:factory (docs/policies.md)")
+    p.add_argument("--policy", action="append", default=None, metavar="[ROLE=|AGENT=]SPEC",
+                   help="solution, random, none, llm, population:NAME, file.py or module:factory (docs/policies.md); "
+                        "repeatable: ROLE=SPEC or AGENT=SPEC for some agents (an agent's beats its role's, which "
+                        "beats the plain SPEC; default solution)")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
     add_scenarios_option(p)
     add_llm_options(p)
     p.set_defaults(func=run_command)
+
+
+SLOW_SETUP_S = 1.0  # a setup at least this long is reported in a log
 
 
 def _objectives(sim: Simulation) -> list[tuple[str, int, int]]:
@@ -55,10 +61,26 @@ def run_command(args: argparse.Namespace) -> int:
     apply_scenarios_option(args)
     params = cli_params(args.param)
     apply_llm_options(args)
+    began = wall_seconds()
+    # Building a big world (the warren scenario at 100,000 foragers) takes seconds before the first batch:
+    # say so at once, and erase it on a terminal once the run's own progress takes over.
+    setting_up = f"warren run: setting up {args.scenario} seed {args.seed}" + (
+        f" ({', '.join(args.param)})" if args.param else "") + "..."
+    # On a terminal the line shows while the world is built and is erased after (an error stays one line);
+    # in a log, where nothing can be erased, one line afterwards says how long a slow setup took.
+    live = not args.quiet and sys.stderr.isatty()
+    if live:
+        print(setting_up, end="", file=sys.stderr, flush=True)
+
+    def erase() -> None:
+        if live:
+            print("\r" + " " * len(setting_up) + "\r", end="", file=sys.stderr, flush=True)
+
     try:
         loaded = load_scenario(args.scenario, params)
-        sim, policies = instantiate(loaded, args.seed, args.policy, record=args.trace is not None)
+        sim, policies = instantiate(loaded, args.seed, args.policy or ["solution"], record=args.trace is not None)
     except ScenarioError as exc:
+        erase()
         raise UsageError(str(exc)) from None
     try:
         out = open(args.trace, "w", encoding="utf-8") if args.trace else None  # noqa: SIM115
@@ -66,6 +88,9 @@ def run_command(args: argparse.Namespace) -> int:
         raise UsageError(f"--trace: cannot write {args.trace}: {exc.strerror or exc}") from None
     writer = TraceWriter(out)
     started = wall_seconds()
+    erase()
+    if not args.quiet and not live and started - began >= SLOW_SETUP_S:
+        print(f"{setting_up[:-3]}: set up in {started - began:.1f}s", file=sys.stderr, flush=True)
     progress = Progress(f"warren run {args.scenario} seed {args.seed}", enabled=not args.quiet)
 
     def on_batch(s: Simulation) -> None:
@@ -80,7 +105,8 @@ def run_command(args: argparse.Namespace) -> int:
     finally:
         if out is not None:
             out.close()
-    wall = wall_seconds() - started
+    ended = wall_seconds()
+    wall, setup = ended - started, started - began
     rate = summary["decisions"] / wall if wall > 0 else float("inf")
     print(f"{args.scenario} seed {args.seed}: {summary['status']} ({summary['reason']})")
     for o in summary["objectives"]:
@@ -88,6 +114,7 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"  objective {o['id']:<12} {o['status']:<10} {p['current']}/{p['target']}  {o['description']}")
     print(f"  sim time {summary['sim_time_ms'] / 1000:.1f}s, {summary['decisions']} decisions, "
           f"wall {wall:.3f}s, {rate:,.0f} decisions/s")
+    print(f"  setup {setup:.3f}s (loading the world, building its policies), {setup + wall:.3f}s in all")
     tokens = tokens_line(policies.values())
     if tokens is not None:
         print(f"  {tokens}")

@@ -346,7 +346,7 @@ class Simulation(Perceivable):
         if not self.ended:
             self._end("cancelled", reason)
 
-    # -- rules glue --------------------------------------------------------------------------------
+    # -- adjudication: each command's tool entry (rules.py) plans, applies and finishes it -----------------
     def _apply(self, agent: Agent, obs: Observation) -> None:
         cmd = obs.answer
         assert cmd is not None

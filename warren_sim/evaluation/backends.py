@@ -49,6 +49,19 @@ def batches(indices: Sequence[int], workers: int, most: int = 16) -> list[list[i
     return [list(indices[i:i + size]) for i in range(0, len(indices), size)]
 
 
+def run_tasks(tasks: Sequence[Task], on_row: OnRow, clock: Clock | None = None, *, backend: str = "local",
+              jobs: int | None = None, address: str | None = None) -> None:
+    """Every task on the chosen backend: Ray, this process (``jobs=1`` or a single task) or local workers."""
+    if not tasks:
+        return
+    if backend == "ray":
+        run_ray(tasks, on_row, clock, address)
+    elif (jobs or default_jobs()) == 1 or len(tasks) == 1:
+        run_serial(tasks, on_row, clock)
+    else:
+        run_local(tasks, on_row, clock, jobs)
+
+
 def run_serial(tasks: Sequence[Task], on_row: OnRow, clock: Clock | None = None) -> None:
     """``--jobs 1``: every seed in this process, one after another."""
     for i, task in enumerate(tasks):
@@ -72,6 +85,31 @@ def _work(tasks: list[Task]) -> list[dict[str, Any]]:
     return run_batch(tasks, _worker_clock)
 
 
+def _ready() -> bool:
+    return True
+
+
+WORKERS_CANNOT_START = (
+    "the sweep's worker processes could not start, so no seed ran{where}. Each worker imports the main "
+    "module again; a script that calls evaluate() at its top level starts a sweep inside every worker. "
+    "Put the call under a guard:\n\n    if __name__ == \"__main__\":\n        report = evaluate(...)\n\n"
+    "(docs/evaluation.md), or pass jobs=1 to run every seed in this process.")
+
+
+def _check_workers_start(pool: ProcessPoolExecutor) -> None:
+    """Fail the sweep, loudly and with the fix, when its workers die before running anything.
+
+    Without this, a worker that dies while bootstrapping (the classic: a script without the ``__main__``
+    guard, which every forkserver or spawn worker re-runs) breaks the pool for every batch, each seed
+    becomes an ``error`` row, and the report says 0.0 as if the seeds had run.
+    """
+    try:
+        pool.submit(_ready).result()
+    except BrokenProcessPool:
+        main = getattr(sys.modules.get("__main__"), "__file__", None)
+        raise SweepError(WORKERS_CANNOT_START.format(where=f" (main module: {main})" if main else "")) from None
+
+
 def _context() -> multiprocessing.context.BaseContext:
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
@@ -93,6 +131,7 @@ def run_local(tasks: Sequence[Task], on_row: OnRow, clock: Clock | None = None, 
 
     pool = new_pool()
     try:
+        _check_workers_start(pool)
         while todo or suspects or inflight:
             if suspects:
                 if not inflight:

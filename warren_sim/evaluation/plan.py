@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from ..scenarios import LoadedScenario, ParamText, PolicyError, instantiate, load_scenario, resolve_policy
+from ..scenarios import LoadedScenario, ParamText, PolicyError, as_factory, instantiate, load_scenario
 from .runs import Task
 
 MAX_SEEDS = 1_000_000
@@ -125,7 +125,7 @@ def check_policy(sc: LoadedScenario, policy: str, seed: int) -> None:
     resolve, a factory with the wrong signature or one whose product has no ``decide`` (PolicyError, a
     ScenarioError that teaches the contract). A factory that raises anything else is the policy's own
     failure: every seed's row says so (status ``crashed``)."""
-    factory = resolve_policy(policy, sc, seed)
+    factory = as_factory(policy, sc, seed)
     try:
         instantiate(sc, seed, factory, record=False)
     except PolicyError:

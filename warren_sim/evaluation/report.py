@@ -106,7 +106,7 @@ def render_table(sweep: dict[str, Any], seeds_text: str) -> str:
         header.append("conflicts")
     if with_tokens:
         header += ["tokens in", "tokens out"]
-    header += ["wall", "decisions/s"]
+    header += ["wall-sum", "decisions/s"]  # the seeds' run times added up, not the sweep's elapsed time
     rows = [header]
     for r in reports:
         row = [r["scenario"], _params_text(r["params"]), str(r["runs"]), f"{100 * r['completion_rate']:.1f}%",

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from .plan import SweepError
-from .runs import key_of
+from .runs import Task, key_of
 
 
 class ResultFile:
@@ -65,3 +66,32 @@ class ResultFile:
         if self._stream is not None:
             self._stream.close()
             self._stream = None
+
+
+def fill(tasks: Sequence[Task], rows: list[dict[str, Any] | None], store: ResultFile | None,
+         progress: Callable[[int, int, dict[str, Any] | None], None] | None,
+         run: Callable[[list[Task], Callable[[int, dict[str, Any]], None]], None]) -> list[int]:
+    """Run the tasks whose row is still None (``run(pending, on_row)``: a backend), put each row in its place,
+    append it to ``store`` as it arrives and report progress; returns the indices that were computed."""
+    todo = [i for i, r in enumerate(rows) if r is None]
+    done = len(tasks) - len(todo)
+    if progress is not None:
+        progress(done, len(tasks), None)
+
+    def on_row(k: int, row: dict[str, Any]) -> None:
+        nonlocal done
+        rows[todo[k]] = row
+        done += 1
+        if store is not None:
+            store.append(row)
+        if progress is not None:
+            progress(done, len(tasks), row)
+
+    if store is not None:
+        store.open()
+    try:
+        run([tasks[i] for i in todo], on_row)
+    finally:
+        if store is not None:
+            store.close()
+    return todo

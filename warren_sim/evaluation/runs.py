@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from ..engine import Simulation, run_headless
+from ..engine.records import TraceWriter
 from ..scenarios import LoadedScenario, instantiate, load_scenario
 from ..scenarios.loader import find_scenario
 
@@ -47,6 +48,8 @@ class Task:
     policy: str = "solution"
     conflicts: bool = False
     name: str = ""  # the scenario's own name (its directory's), as reports and keys show it
+    journal: str = ""  # a file to write the run's journal to (cross-play's --journals); "" records none
+    run_id: str = ""  # the journal's run id ("" is eval-SEED)
 
     def key(self) -> str:
         return row_key(self.name or self.scenario, self.params, self.policy, self.conflicts, self.seed)
@@ -140,7 +143,10 @@ def run_task(task: Task, clock: Clock | None = None) -> dict[str, Any]:
     error: str | None = None
 
     def count(s: Simulation) -> None:
-        for r in s.drain_records():
+        count_records(s.drain_records())
+
+    def count_records(records: list[dict[str, Any]]) -> None:
+        for r in records:
             if r["kind"] == "outcome" and r["outcome"] == "rejected":
                 counts["rejected"] += 1
                 if r.get("conflict") is not None:  # a same-batch loss (a tool entry's conflict, engine/rules.py)
@@ -151,10 +157,24 @@ def run_task(task: Task, clock: Clock | None = None) -> dict[str, Any]:
     score = 0.0
     try:
         sc = loaded(task.scenario, task.params)
-        sim, policies = instantiate(sc, task.seed, task.policy, record=task.conflicts, run_id=f"eval-{task.seed}")
-        summary = run_headless(sim, policies, on_batch=count if task.conflicts else None)
-        if task.conflicts:
-            count(sim)
+        sim, policies = instantiate(sc, task.seed, task.policy, record=task.conflicts or bool(task.journal),
+                                    run_id=task.run_id or f"eval-{task.seed}")
+        if task.journal:
+            with open(task.journal, "w", encoding="utf-8") as out:
+                writer = TraceWriter(out)
+
+                def keep(s: Simulation) -> None:
+                    records = s.drain_records()
+                    writer.write(records)
+                    if task.conflicts:
+                        count_records(records)
+
+                summary = run_headless(sim, policies, on_batch=keep)
+                keep(sim)
+        else:
+            summary = run_headless(sim, policies, on_batch=count if task.conflicts else None)
+            if task.conflicts:
+                count(sim)
         score = score_of(sc, summary, sim)
     except Exception as exc:  # a policy (or its factory, or a scorer) that raises: a crashed row, the sweep goes on
         error = f"{type(exc).__name__}: {exc}"

@@ -14,7 +14,7 @@ from typing import Any
 from . import backends
 from .plan import SweepError, make_plan, parse_seeds
 from .report import aggregate, sum_tokens
-from .results import ResultFile
+from .results import ResultFile, fill
 from .runs import Clock
 
 #: ``progress(done, total, row)`` after each row (``row`` None once at the start, with what ``out`` held).
@@ -55,34 +55,9 @@ def evaluate(scenarios: str | Sequence[str], seeds: str | Iterable[int] = "0-99"
     if store is not None:
         for i, task in enumerate(tasks):
             rows[i] = store.rows.get(task.key())
-    todo = [i for i, r in enumerate(rows) if r is None]
-    done = len(tasks) - len(todo)
-    if progress is not None:
-        progress(done, len(tasks), None)
-
-    def on_row(k: int, row: dict[str, Any]) -> None:
-        nonlocal done
-        rows[todo[k]] = row
-        done += 1
-        if store is not None:
-            store.append(row)
-        if progress is not None:
-            progress(done, len(tasks), row)
-
-    pending = [tasks[i] for i in todo]
-    if store is not None:
-        store.open()
-    try:
-        if pending:
-            if backend == "ray":
-                backends.run_ray(pending, on_row, clock, address)
-            elif (jobs or backends.default_jobs()) == 1 or len(pending) == 1:
-                backends.run_serial(pending, on_row, clock)
-            else:
-                backends.run_local(pending, on_row, clock, jobs)
-    finally:
-        if store is not None:
-            store.close()
+    todo = fill(tasks, rows, store, progress,
+                lambda pending, on_row: backends.run_tasks(pending, on_row, clock, backend=backend, jobs=jobs,
+                                                           address=address))
     assert all(r is not None for r in rows), "every task has a row"
     per_group = len(plan.seeds)
     results = [aggregate(group, plan.policy, [r for r in rows[k * per_group:(k + 1) * per_group] if r is not None],

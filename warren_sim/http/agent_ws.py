@@ -29,13 +29,12 @@ from ..protocol.converter import converter
 from ..protocol.models import problem
 from ..protocol.strict_json import StrictJSONError, loads_strict
 from ..runtime import agent_ops
+from ..runtime.api import RunAPI
 from ..runtime.clock import wall_seconds
 from ..runtime.errors import RunError
 from ..runtime.faults import Fault
 from ..runtime.leases import RemoteAgent
 from ..runtime.manager import RunManager
-from ..runtime.run import Run
-from ..runtime.stored import StoredRun
 from ..runtime.views import current_wire
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
@@ -88,7 +87,7 @@ def _parts_param(params: dict[str, Any], method: str) -> tuple[str, ...] | None:
 
 @attrs.define(eq=False)
 class Subscription:
-    run: Run | StoredRun
+    run: RunAPI
     agent: RemoteAgent
     last_seq: int = -1
     parts: tuple[str, ...] = PARTS
@@ -127,8 +126,8 @@ class AgentSession:
         self._batching = False  # inside agent.submit_many: accepted verdicts are written once, at its end
         self.batched_frames = False  # initialize's frames "batched": what leaves at once, one array frame
         self.outbox: list[dict[str, Any]] = []  # replies waiting for the sender (batched frames only)
-        self._to_write: dict[str, Run] = {}
-        self.accepted_in: dict[str, Run | StoredRun] = {}  # runs whose journals took an accept for this reply
+        self._to_write: dict[str, RunAPI] = {}
+        self.accepted_in: dict[str, RunAPI] = {}  # runs whose journals took an accept for this reply
         self.after_reply: Fault | None = None  # a lost_reply or delay fault of the request being answered
         self.metrics = manager.metrics  # each method timed under its name (verdicts are counted by agent_ops)
         self.via = agent_ops.WS  # the method being handled: its trace context, when tracing is on (dispatch)
@@ -292,7 +291,7 @@ class AgentSession:
             self.via = outer
         return {"jsonrpc": "2.0", "id": rid, "result": result}
 
-    def _agent(self, params: dict[str, Any], method: str) -> tuple[Run | StoredRun, str, str | None]:
+    def _agent(self, params: dict[str, Any], method: str) -> tuple[RunAPI, str, str | None]:
         """The run, the agent and the lease a method names (``run_id``, ``agent_id``, ``lease``: -32602 when they
         are not strings; 404 for an unknown run)."""
         run = self.manager.get(_str_param(params, "run_id", method))
@@ -352,9 +351,9 @@ class AgentSession:
     def m_submit(self, params: dict[str, Any]) -> dict[str, Any]:
         run, agent_id, lease = self._agent(params, "agent.submit")
         ra = agent_ops.authenticate(run, agent_id, lease)
-        defer = self._batching and isinstance(run, Run)  # a stored run's rebuild writes its own
+        defer = self._batching and not run.is_ended  # an ended run's journal is closed: it writes each record at once
         judgement = agent_ops.submit(run, ra, params.get("command"), lease, write=not defer, via=self.via)
-        if defer and judgement.accept and isinstance(run, Run):
+        if defer and judgement.accept:
             self._to_write[run.run_id] = run
         if judgement.accept:
             self.accepted_in[run.run_id] = run
@@ -395,7 +394,7 @@ class AgentSession:
         return converter.unstructure(agent_ops.receipt(run, agent_id, lease, cid, self.via))
 
     # -- pushing -------------------------------------------------------------------------------------
-    def _subscribe(self, run: Run | StoredRun, ra: RemoteAgent, keep_seq: bool = False) -> Subscription:
+    def _subscribe(self, run: RunAPI, ra: RemoteAgent, keep_seq: bool = False) -> Subscription:
         key = (run.run_id, ra.agent_id)
         sub = self.subs.get(key)
         if sub is None:

@@ -28,10 +28,10 @@ from quart import Response, request, websocket
 
 from ..protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_HEADER, PROTOCOL_VERSION
 from ..protocol.models import problem
+from ..runtime.api import RunAPI
 from ..runtime.errors import RunError
-from ..runtime.run import Run
 from ..runtime.spectators import CONTROL_KINDS, LAGGED, TERMINAL, Subscription
-from ..runtime.stored import StoredRun, journal_of
+from ..runtime.stored import journal_of
 from .state import WarrenApp
 
 CLOSE_NORMAL, CLOSE_TRY_AGAIN_LATER = 1000, 1013
@@ -157,7 +157,7 @@ async def _watch_sse_send(sending: list[float | None], timeout: float, slot: con
                 return
 
 
-async def _sse_body(run: Run | StoredRun, since: int, journal: Any, queue_size: int, keepalive_s: float,
+async def _sse_body(run: RunAPI, since: int, journal: Any, queue_size: int, keepalive_s: float,
                     send_timeout: float, nursery: trio.Nursery) -> AsyncIterator[bytes]:
     slot = contextlib.ExitStack()
     try:

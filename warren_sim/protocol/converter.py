@@ -29,7 +29,13 @@ from cattrs.errors import (
 )
 from cattrs.gen import make_mapping_structure_fn
 
-from warren_sim.protocol.models import ControlledAgents, FieldValueError, ParamValue, RoleSelector
+from warren_sim.protocol.models import (
+    ControlledAgents,
+    FieldValueError,
+    NpcPolicyValue,
+    ParamValue,
+    RoleSelector,
+)
 from warren_sim.protocol.strict_json import MAX_SAFE_INTEGER, format_path, json_type_name
 
 __all__ = ["WireError", "WireTypeError", "converter", "describe_type", "make_converter", "structure_or_error"]
@@ -78,6 +84,8 @@ def describe_type(tp: Any) -> str:
         return "a string, number or boolean"
     if tp == ControlledAgents:
         return 'an array of agent ids, "all", or {"role": ROLE}'
+    if tp == NpcPolicyValue:
+        return "'solution', 'none' or a team {KEY: POLICY}"
     origin = get_origin(tp)
     if origin is Literal:
         return "one of " + ", ".join(repr(arg) for arg in get_args(tp))
@@ -254,6 +262,18 @@ def _make_controlled_hook(conv: cattrs.Converter) -> Callable[[object, Any], Con
     return structure_controlled
 
 
+def _make_npc_policy_hook(conv: cattrs.Converter) -> Callable[[object, Any], NpcPolicyValue]:
+    def structure_npc_policy(value: object, _: Any) -> NpcPolicyValue:
+        if isinstance(value, dict):
+            return conv.structure(value, dict[str, str])
+        if value in ("solution", "none"):
+            return value
+        raise WireTypeError(f"expected one of 'solution', 'none', or a team {{KEY: POLICY}} such as "
+                            f'{{"courier": "solution", "*": "none"}}, got {_got(value)}', got=_got(value))
+
+    return structure_npc_policy
+
+
 def _is_generic_of(origin: type) -> Callable[[Any], bool]:
     return lambda tp: get_origin(tp) is origin and bool(get_args(tp))
 
@@ -268,6 +288,7 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook_func(lambda tp: tp is dict or tp == dict[str, Any], _structure_json_object)
     conv.register_structure_hook_func(lambda tp: tp == ParamValue, _structure_param_value)
     conv.register_structure_hook_func(lambda tp: tp == ControlledAgents, _make_controlled_hook(conv))
+    conv.register_structure_hook_func(lambda tp: tp == NpcPolicyValue, _make_npc_policy_hook(conv))
     conv.register_structure_hook_factory(_is_literal, _literal_factory)
     conv.register_structure_hook_factory(lambda tp: _is_generic_of(list)(tp), _make_strict_list_factory(conv))
     conv.register_structure_hook_factory(

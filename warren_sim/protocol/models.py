@@ -27,6 +27,7 @@ Decisions recorded here:
 
 import http
 import math
+import re
 from typing import Any, ClassVar, Literal, get_args
 
 import attrs
@@ -48,6 +49,7 @@ __all__ = [
     "FaultsConfig",
     "FieldValueError",
     "NpcPolicy",
+    "NpcPolicyValue",
     "Outcome",
     "ParamValue",
     "Problem",
@@ -61,6 +63,11 @@ __all__ = [
 ]
 
 NpcPolicy = Literal["solution", "none"]
+#: ``npc_policy`` of the run creation body: one policy for every NPC, or a team ``{KEY: POLICY}`` (KEY a role,
+#: an agent id or ``*``; POLICY ``solution``, ``none`` or ``population:NAME``), checked against the scenario
+#: when the run is made (``warren_sim.scenarios.policies.npc_team``).
+NpcPolicyValue = NpcPolicy | dict[str, str]
+NPC_TEAM_POLICY = re.compile(r"(solution|none|population:[A-Za-z0-9_-]{1,64})\Z")
 RunStatus = Literal["created", "running", "completed", "failed", "cancelled", "crashed"]
 ReceiptStatus = Literal["accepted", "duplicate", "rejected", "stale", "expired"]
 Outcome = Literal["pending", "accepted", "rejected", "completed", "interrupted", "none"]
@@ -139,6 +146,20 @@ def _check_unique(_instance: object, attribute: "attrs.Attribute[Any]", value: C
         seen.add(item)
 
 
+def _check_npc_policy(_instance: object, attribute: "attrs.Attribute[Any]", value: NpcPolicyValue) -> None:
+    if isinstance(value, str):
+        if value not in ("solution", "none"):
+            raise FieldValueError(attribute.name, f"expected one of 'solution', 'none', or a team {{KEY: POLICY}}, got {value!r}")
+        return
+    if not 1 <= len(value) <= 256:
+        raise FieldValueError(attribute.name, "a team names 1 to 256 roles or agents (\"*\" for every other one)")
+    for key, policy in value.items():
+        if not 1 <= len(key) <= 200:
+            raise FieldValueError(attribute.name, f"a team's key is a role, an agent id or \"*\", got {key!r}")
+        if not NPC_TEAM_POLICY.match(policy):
+            raise FieldValueError(attribute.name, f"{key}: expected solution, none or population:NAME, got {policy!r}")
+
+
 @attrs.frozen
 class FaultsConfig:
     """``"faults": {"spec": "lost_reply=0.2,reset=0.1", "seed": 7}`` of a run creation body (docs/faults.md):
@@ -156,7 +177,7 @@ class RunCreate:
     """Body of ``POST /v1/runs``: who is driven remotely and how the run is paced.
 
     ``controlled_agents`` (ids, ``"all"`` or ``{"role": ROLE}``) are claimed by remote clients; ``npc_policy`` drives everyone else ("solution":
-    the scenario's bundled policies; "none": they no-op). ``pace`` null means as fast as answers allow, a
+    the scenario's bundled policies; "none": they no-op; or a team ``{"courier": "solution", "*": "none"}``). ``pace`` null means as fast as answers allow, a
     number p means sim time may not run ahead of p x elapsed clock time. ``decision_deadline_s`` is the
     per-observation deadline. ``params`` are scenario parameters (validated by the scenario, not here).
     """
@@ -164,9 +185,7 @@ class RunCreate:
     WIRE_NAME: ClassVar[str] = "the run creation body"
 
     controlled_agents: ControlledAgents = attrs.field(factory=list, validator=_check_unique)
-    npc_policy: NpcPolicy = attrs.field(
-        default="solution", validator=attrs.validators.in_(("solution", "none"))
-    )
+    npc_policy: NpcPolicyValue = attrs.field(default="solution", validator=_check_npc_policy)
     pace: float | None = attrs.field(default=None, validator=_check_pace)
     decision_deadline_s: float = attrs.field(default=60.0, validator=_check_deadline)
     params: dict[str, ParamValue] = attrs.field(factory=dict)

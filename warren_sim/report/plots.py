@@ -143,3 +143,33 @@ def write_report(records: list[dict[str, Any]], out: str | Path) -> list[Path]:
 
 def write_eval_plots(reports: list[dict[str, Any]], out: str | Path) -> list[Path]:
     return _save(eval_figures(reports), Path(out))
+
+
+def crossplay_figure(results: dict[str, Any], metric: str = "score") -> Any:
+    """A heatmap of a cross-play: a row per focal spec, a column per population, ``metric`` (``score`` or
+    ``completion_rate``) in each cell with its value written in."""
+    plt = _pyplot()
+    columns = [p["name"] for p in results["populations"]]
+    rows = [*results["focal"], *results["baselines"]]
+    by = {(c["focal"], c["population"]): c for c in results["cells"]}
+    values = [[float(by[(f, p)]["score"]["mean"] if metric == "score" else by[(f, p)][metric]) for p in columns]
+              for f in rows]
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(columns), 1.2 + 0.5 * len(rows)))
+    image = ax.imshow(values, cmap="viridis", vmin=0.0, vmax=max(1.0, *(v for row in values for v in row)),
+                      aspect="auto")
+    ax.set_xticks(range(len(columns)), columns, rotation=30, ha="right")
+    ax.set_yticks(range(len(rows)), [f + (" (baseline)" if f in results["baselines"] else "") for f in rows])
+    for i, row in enumerate(values):
+        for j, v in enumerate(row):
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="white" if v < 0.6 else "black",
+                    gid=f"cell:{rows[i]}:{columns[j]}")
+    fig.colorbar(image, ax=ax, label=metric.replace("_", " "))
+    ax.set_title(f"{results['scenario']}: cross-play {metric.replace('_', ' ')} ({len(results['seeds'])} seeds)")
+    fig.tight_layout()
+    return fig
+
+
+def write_crossplay_plots(results: dict[str, Any], out: str | Path) -> list[Path]:
+    """``crossplay_score`` and ``crossplay_completion`` heatmaps (PNG and SVG) in ``out``."""
+    return _save({"crossplay_score": crossplay_figure(results, "score"),
+                  "crossplay_completion": crossplay_figure(results, "completion_rate")}, Path(out))

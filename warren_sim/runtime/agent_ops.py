@@ -60,19 +60,19 @@ from ..observability.tracing import NULL_SPAN
 from ..protocol.converter import converter
 from ..protocol.models import ControlledAgents, Receipt
 from ..protocol.verdicts import Judgement
+from .api import RunAPI
 from .errors import CANNOT_CLAIM, NO_MORE_OBSERVATIONS, RunError, run_ended
 from .faults import Fault
 from .leases import RemoteAgent
 from .manager import RunManager, ServerConfig
 from .run import Run
-from .stored import StoredRun
 from .views import WireEnvelope
 
 __all__ = ["BRIEFING_REVISION", "HTTP", "WS", "Via", "authenticate", "briefing", "changed_receipts", "claim",
            "claim_many", "fault", "next_observation", "poll", "poll_many", "receipt", "release", "submit",
            "subscribe"]
 
-AnyRun = Run | StoredRun
+AnyRun = RunAPI  # a live run or a stored one: both answer every operation (runtime.api)
 BRIEFING_REVISION = 1  # what a claim's reply names: the briefing an agent gets does not change during a run
 
 
@@ -123,7 +123,6 @@ def claim_many(run: AnyRun, selector: ControlledAgents, via: Via = HTTP) -> dict
     with _span(run, "claim_many", via):
         if run.is_ended:
             raise run_ended(run.run_id, run.status, CANNOT_CLAIM)
-        assert isinstance(run, Run)  # a stored run has ended (refused above)
         return run.claim_many(selector)
 
 
@@ -150,10 +149,9 @@ async def poll(run: AnyRun, agent_id: str, lease: str | None, after: int, wait: 
     (every agent's last poll lands there). ``deliver``: the HTTP lane's early writer (``Run.wait_observation``).
     """
     with _span(run, "poll", via, agent_id) as span:
-        if isinstance(run, StoredRun):
-            gone = run.ended_poll(agent_id, lease, config.lease_ttl, config.max_polls_per_lease)
-            if gone is not None:
-                raise gone
+        gone = run.ended_poll(agent_id, lease, config.lease_ttl, config.max_polls_per_lease)  # a live run: None
+        if gone is not None:
+            raise gone
         ra = run.authenticate(agent_id, lease)
         env = await run.wait_observation(ra, after, min(wait, config.max_wait_s), deliver)
         if env is not None and span is not NULL_SPAN and ra.envelope is not None:
@@ -170,7 +168,6 @@ async def poll_many(run: AnyRun, leases: Mapping[str, str], after: Mapping[str, 
         wanted = [(run.authenticate(aid, token), after.get(aid, -1)) for aid, token in leases.items()]
         if run.is_ended:
             raise run_ended(run.run_id, run.status, NO_MORE_OBSERVATIONS)
-        assert isinstance(run, Run)  # a stored run has ended (refused above)
         return await run.wait_observations(wanted, min(wait, config.max_wait_s), parts)
 
 

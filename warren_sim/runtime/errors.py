@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["CANNOT_CLAIM", "NO_MORE_OBSERVATIONS", "RunError", "run_ended", "too_many_spectators"]
+__all__ = ["CANNOT_CLAIM", "NO_MORE_OBSERVATIONS", "RunError", "no_more_observations", "run_ended", "too_many_spectators"]
 
 
 class RunError(Exception):
@@ -40,3 +40,8 @@ def too_many_spectators(run_id: str, cap: int) -> RunError:
     return RunError(429, f"{run_id} already has {cap} spectators (the server's cap per run); close a stream you "
                     f"no longer watch, or read the run's journal with GET /v1/runs/{run_id}/journal, and retry later",
                     retry_after=5)
+
+
+def no_more_observations(run_id: str, status: str, error: str | None) -> RunError:
+    """The 410 a poll on an ended run gets: one wording for a live run that ended and a stored one."""
+    return run_ended(run_id, status, NO_MORE_OBSERVATIONS, error)

@@ -20,10 +20,12 @@ The rules:
   applies to its request kind and whose draw falls under its rate.
 - What applies where (:data:`APPLIES`): every kind may meet ``reset``, ``lost_reply``, ``unavailable`` and
   ``delay``; ``redeliver`` only a ``poll`` (the envelope already delivered comes again); ``disconnect`` only a
-  request on the agent WebSocket; ``expire`` every request that carries a lease (not ``claim``); ``restart``
-  every kind (the whole server's runs are dropped from memory and restored from their journals).
-- Faults never touch the world: only the wire, leases and the process. With no SPEC there is no plan, and the
-  agent operations skip this module entirely: faults off cost nothing.
+  request on the agent WebSocket; ``expire`` every request that carries a lease (not ``claim``).
+- Faults never touch the world: only the wire and the leases. With no SPEC there is no plan, and the agent
+  operations skip this module entirely: faults off cost nothing.
+- Not built yet: a ``restart`` kind (every run dropped from memory and restored from its journal while requests
+  are in flight); a SPEC naming it is refused. ``warren_server.restart()`` of the pytest plugin kills and
+  restarts a whole server meanwhile.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ REQUEST_KINDS = ("claim", "briefing", "poll", "submit", "receipt", "release")
 NETWORK_KINDS = ("reset", "lost_reply", "unavailable", "delay", "redeliver", "disconnect")
 
 #: Precedence when two kinds draw under their rates for one request: the first wins.
-ORDER = ("restart", "expire", "reset", "unavailable", "lost_reply", "disconnect", "redeliver", "delay")
+ORDER = ("expire", "reset", "unavailable", "lost_reply", "disconnect", "redeliver", "delay")
 
 _EVERY = frozenset(REQUEST_KINDS)
 APPLIES: Mapping[str, frozenset[str]] = {
@@ -58,7 +60,6 @@ APPLIES: Mapping[str, frozenset[str]] = {
     "redeliver": frozenset({"poll"}),
     "disconnect": _EVERY,  # on the agent WebSocket only: an HTTP request never meets it
     "expire": _EVERY - {"claim"},
-    "restart": _EVERY,
 }
 
 _DELAY = re.compile(r"^(?P<rate>[^:]+):(?P<bound>[0-9]*\.?[0-9]+)(?P<unit>ms|s)?$")
@@ -113,7 +114,7 @@ def _rate(kind: str, text: str) -> float:
 
 def parse_faults(text: str) -> FaultSpec:
     """Read a SPEC (``lost_reply=0.2,reset=0.1``, ``all=0.15``, ``delay=0.1:2s``): teaching errors otherwise."""
-    kinds = (*NETWORK_KINDS, "expire", "restart")
+    kinds = (*NETWORK_KINDS, "expire")
     rates: dict[str, float] = {}
     every: float | None = None
     bound = 0.0
@@ -167,7 +168,7 @@ def _draw(seed: int, run_id: str, agent_id: str, request: str, index: int, what:
 class FaultPlan:
     """One run's faults: the SPEC, the seed, and how many requests of each kind each agent has made.
 
-    The counters live here and not in the run, so that a ``restart`` (which rebuilds runs from their journals)
+    The counters live here and not in the run, so that rebuilding a run (a stored run's, for a late request)
     does not send an agent back to index 0 and make it meet its first faults again.
     """
 

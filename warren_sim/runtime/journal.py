@@ -157,6 +157,10 @@ class Journal:
             self._file = None
         self.closed = True
 
+    def text_since(self, since: int) -> str:
+        """The flushed records after cursor ``since`` as NDJSON (the journal download of a live run)."""
+        return "".join(dumps_record(r) + "\n" for r in self.records[since + 1:self.flushed])
+
     def listen(self, listener: Any) -> None:
         self._listeners.append(listener)
 
@@ -179,6 +183,10 @@ class DiskJournal:
 
     async def durable(self) -> None:
         """Nothing is written through a read-only journal."""
+
+    def write_through(self) -> None:
+        """Nothing is written through a read-only journal (a late verdict of an ended run is written by the run
+        rebuilt for it, whose closed journal writes every record at once)."""
 
     def listen(self, listener: Any) -> None:
         listener.journal_closed()

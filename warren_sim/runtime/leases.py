@@ -99,7 +99,7 @@ class RemoteAgent:
     # called on every poke, in the poking task: a WebSocket connection notes the wake without a task of its own,
     # and a multi-agent poll (Run.wait_observations) sets its one event, however many agents it covers
     listeners: list[Callable[[], None]] = attrs.Factory(list)
-    deliveries: list[Delivery] = attrs.Factory(list)  # parked long-polls the run task writes to (Run._deliver)
+    deliveries: list[Delivery] = attrs.Factory(list)  # parked long-polls the run task writes to (Mailbox.deliver)
 
     @property
     def claimed(self) -> bool:

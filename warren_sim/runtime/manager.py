@@ -28,8 +28,9 @@ from ..observability.logs import LogEvent
 from ..observability.metrics import NO_METRICS, Metrics, NoMetrics
 from ..observability.tracing import NO_TRACER, NoTracer, Tracer
 from ..protocol.models import TERMINAL_RUN_STATUSES, ControlledAgents, RoleSelector, RunCreate
-from ..scenarios import LoadedScenario, ScenarioError, instantiate, list_scenarios, load_scenario
+from ..scenarios import LoadedScenario, ScenarioError, instantiate, list_scenarios, load_scenario, npc_team
 from ..scenarios.loader import find_scenario
+from .api import RunAPI
 from .clock import WallMap
 from .errors import RunError
 from .faults import FaultInjector, FaultSpec, FaultSpecError, as_fault_spec, parse_faults
@@ -129,7 +130,7 @@ class RunManager:
         self.tracer = tracer  # the app's: agent requests' spans (runtime.agent_ops reads them from the run)
         self.nursery = nursery
         self.wallmap = wallmap
-        self.runs: dict[str, Run | StoredRun] = {}
+        self.runs: dict[str, RunAPI] = {}
         self._next = 1 + _last_journaled_run(config.data_dir)  # never overwrite an earlier server's journal
         self.draining = trio.Event()
         self._rebuilt: OrderedDict[str, Run] = OrderedDict()
@@ -162,7 +163,7 @@ class RunManager:
                 continue
             self._observe(run)
             if not self.config.resume:
-                run._finish("crashed", "server restarted", error="server restarted")
+                run.finish("crashed", "server restarted", error="server restarted")
                 run.journal.close()
                 write_view(path, run.view())
                 self.runs[run_id] = self._stored(run_id, path, run.status)
@@ -235,10 +236,10 @@ class RunManager:
 
     def _observe(self, run: Run) -> None:
         """Count the run's adjudications, journal writes and verdicts in the app's metrics; trace its requests."""
-        run.metrics = run.journal.metrics = self.metrics
+        run.metrics = run.loop.metrics = run.journal.metrics = self.metrics
         run.tracer = self.tracer
 
-    def get(self, run_id: str) -> Run | StoredRun:
+    def get(self, run_id: str) -> RunAPI:
         run = self.runs.get(run_id)
         if run is None:
             known = ", ".join(list(self.runs)[-10:]) or "none yet"
@@ -273,9 +274,11 @@ class RunManager:
             except FaultSpecError as exc:
                 raise RunError(400, f"faults.spec: {exc}") from None
         run_id = f"run-{self._next}"
+        try:
+            sim, policies = instantiate(loaded, seed, npc_team(body.npc_policy, loaded), controlled, run_id=run_id)
+        except ScenarioError as exc:  # a team naming no role or agent of the scenario, or no such population
+            raise RunError(400, f"npc_policy: {exc}") from None
         self._next += 1
-        npc = "solution" if body.npc_policy == "solution" and loaded.solution is not None else "none"
-        sim, policies = instantiate(loaded, seed, npc, controlled, run_id=run_id)
         path = self.config.data_dir / f"{run_id}.jsonl" if self.config.data_dir is not None else None
         config = RunConfig(run_id, scenario, seed, tuple(controlled), body.npc_policy, body.pace,
                            body.decision_deadline_s, dict(loaded.params), self.config.lease_ttl,

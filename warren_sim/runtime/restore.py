@@ -9,8 +9,9 @@ its remaining remote agents are issued the same observations again, with a deadl
 restart. The engine records the file lacks (those of the batch in progress) are appended after a
 ``restart`` record, so the file's engine records stay the run's engine records, in order.
 
-Leases resume from the sidecar of token digests (:meth:`~warren_sim.runtime.run.Run.save_leases`) with a
-fresh TTL: the client's token is never stored, only compared.
+Leases resume from the sidecar of token digests (:meth:`~warren_sim.runtime.desk.AgentDesk.save_leases`)
+with a fresh TTL: the client's token is never stored, only compared. The rebuilt run takes on what the
+journal says through its public API (``note_claimed``, ``answer_npc``, ``resume``, ``ended_as_journaled``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..engine import Observation
 from ..engine.records import RUNTIME_KINDS
 from ..protocol.models import TERMINAL_RUN_STATUSES, Receipt
 from ..protocol.verdicts import record_acceptance
-from ..scenarios import instantiate, load_scenario
+from ..scenarios import instantiate, load_scenario, npc_team
 from .clock import WallMap, unix_now
 from .journal import Journal, read_records
 from .leases import Lease
@@ -82,10 +83,10 @@ def rebuild_run(path: Path, wallmap: WallMap, *, lease_ttl: float, max_polls: in
     except Exception as exc:  # noqa: BLE001 - a scenario that no longer loads: report, never crash the server
         raise RestoreError(f"{path}: cannot load scenario {run_rec.get('scenario')!r}: {exc}") from None
     controlled = tuple(cfg.get("controlled_agents") or ())
-    npc_policy = str(cfg.get("npc_policy", "solution"))
-    npc = "solution" if npc_policy == "solution" and loaded.solution is not None else "none"
+    raw_npc = cfg.get("npc_policy", "solution")
+    npc_policy = dict(raw_npc) if isinstance(raw_npc, dict) else str(raw_npc)
     run_id, seed = str(run_rec["run_id"]), int(run_rec["seed"])
-    sim, policies = instantiate(loaded, seed, npc, controlled, run_id=run_id)
+    sim, policies = instantiate(loaded, seed, npc_team(npc_policy, loaded), controlled, run_id=run_id)
     config = RunConfig(run_id, str(run_rec["scenario"]), seed, controlled, npc_policy, cfg.get("pace"),
                        float(cfg.get("decision_deadline_s", 30.0)), dict(loaded.params), lease_ttl,
                        max_polls, max_spectators)
@@ -102,6 +103,7 @@ def _replay_into(run: Run, records: list[dict[str, Any]], path: Path, resume: bo
     sim, policies, journal, lease_ttl = run.sim, run.policies, run.journal, run.config.lease_ttl
 
     commands: dict[str, dict[str, Any]] = {}
+    claimed: list[str] = []  # agents the journal shows claimed
     accepted: dict[str, dict[str, Any]] = {}  # observation id -> its accepted verdict record
     status, error = "created", None
     for r in records:
@@ -118,7 +120,7 @@ def _replay_into(run: Run, records: list[dict[str, Any]], path: Path, resume: bo
                 ra.receipts[str(r["command_id"])] = Receipt(str(r["command_id"]), str(r["observation_id"]),
                                                             r["status"], str(r.get("detail", "")), "none", "")
         elif kind == "claim":
-            run._claimed_once.add(str(r.get("agent")))
+            claimed.append(str(r.get("agent")))
         elif kind == "status":
             status, error = str(r.get("status")), r.get("error")
     engine_in_file = sum(1 for r in records if r.get("kind") not in RUNTIME_KINDS)
@@ -185,21 +187,16 @@ def _replay_into(run: Run, records: list[dict[str, Any]], path: Path, resume: bo
         ra = run.remote.get(aid)
         if ra is not None:
             ra.lease = Lease(aid, dig, trio.current_time() + lease_ttl)
-            run._claimed_once.add(aid)  # a lease in the sidecar was claimed, even if its claim record was lost
+            claimed.append(aid)  # a lease in the sidecar was claimed, even if its claim record was lost
+    run.note_claimed(claimed)
     if terminal:
         if not sim.ended and end_rec is not None and end_rec.get("status") == "cancelled":
             sim.cancel(str(end_rec.get("reason", "cancelled")))
         sim.drain_records()
-        run.status, run.error = status, error
-        run.cancel_reason = str(error or "")
-        for ra in run.remote.values():
-            ra.ledger.mark_run_ended()
-        run.started.set()
-        run.ended.set()
+        run.ended_as_journaled(status, error)
         journal.close()
         return run
 
-    run.status = status
     tail = produced[engine_in_file:]
     if resume:
         journal.append({"kind": "restart", "t": sim.time, "engine_records": len(tail),
@@ -210,12 +207,10 @@ def _replay_into(run: Run, records: list[dict[str, Any]], path: Path, resume: bo
             if rec is not None or obs.observation_id in accepted:
                 apply(obs, rec)
             elif obs.agent_id not in run.remote:
-                run._answer_npc(obs)
-        run.resume_batch = outstanding
+                run.answer_npc(obs)
     journal.extend(tail)
     journal.flush()
-    if status == "running":
-        run.started.set()
-    elif resume and run.remote and len(run._claimed_once) == len(run.remote):
+    run.resume(status, outstanding)
+    if status != "running" and resume and run.all_claimed:
         run.start()  # killed between the last claim and its start: every controlled agent was claimed
     return run

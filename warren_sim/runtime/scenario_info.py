@@ -15,7 +15,7 @@ from typing import Any
 from ..engine import layout
 from ..engine.sim import Simulation
 from ..protocol.strict_json import StrictJSONError, loads_strict
-from ..scenarios import ScenarioError, list_scenarios, load_scenario
+from ..scenarios import ScenarioError, describe_population, list_scenarios, load_scenario, population_files
 from .errors import RunError
 
 __all__ = ["describe_scenario", "scenario_summaries"]
@@ -70,4 +70,6 @@ def describe_scenario(name: str, raw_params: str | None = None) -> dict[str, Any
                         "min": p.minimum, "max": p.maximum} for p in spec.params],
         "params": dict(sorted(loaded.params.items())),
         "layout": layout(world, spec),
+        "populations": [{"name": n, "description": describe_population(path)}
+                        for n, path in population_files(loaded).items()],
     }

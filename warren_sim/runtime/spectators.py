@@ -14,6 +14,8 @@ with the journal, and from then on:
   ``queue_size`` are waiting is taken whole, so one large batch never lags a reader that keeps up;
   a reader's queue holds at most ``queue_size`` records plus one flush.
 
+A run, live or stored, admits at most ``max_spectators`` streams at once (:class:`SpectatorSlots`).
+
 Only flushed records are streamed: what a spectator sees is what is on disk. A cursor beyond the
 journal's end cannot come from this journal (a server restarted with the same run id, a typo):
 the first frame is then ``{"kind": "gap", ...}`` and the stream restarts from cursor 0, so the
@@ -25,22 +27,48 @@ only to say where the reader stands.
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .run import Run
-from .stored import StoredRun
+from .errors import too_many_spectators
+
+if TYPE_CHECKING:
+    from .api import RunAPI
+
+__all__ = ["CONTROL_KINDS", "GAP", "LAGGED", "TERMINAL", "SpectatorSlots", "Subscription"]
 
 LAGGED, TERMINAL, GAP = "lagged", "terminal", "gap"
 CONTROL_KINDS = (LAGGED, TERMINAL, GAP)
 
 
+class SpectatorSlots:
+    """The spectator streams one run holds at once, up to its cap: one rule for a live run and a stored one."""
+
+    __slots__ = ("cap", "held", "run_id")
+
+    def __init__(self, run_id: str, cap: int) -> None:
+        self.run_id, self.cap, self.held = run_id, cap, 0
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """One slot while a spectator is connected; 429 when all are taken (enter it before accepting)."""
+        if self.held >= self.cap:
+            raise too_many_spectators(self.run_id, self.cap)
+        self.held += 1
+        try:
+            yield
+        finally:
+            self.held -= 1
+
+
 class Subscription:
     """Frames of one run for one reader; use as a context manager so it always unregisters."""
 
-    def __init__(self, run: Run | StoredRun, since: int, queue_size: int, journal: Any = None) -> None:
+    def __init__(self, run: RunAPI, since: int, queue_size: int, journal: Any = None) -> None:
         """``journal``: what to read (an ended run's, parsed off the event loop by ``stored.journal_of``);
         by default ``run.journal``."""
         if queue_size < 1:

@@ -5,26 +5,37 @@ a :class:`StoredRun`, which holds no engine and no records. Its view comes from 
 sidecar written at the end; its journal (download, streams) is read from the file per reader
 (:class:`~warren_sim.runtime.journal.DiskJournal`); the rare agent requests on an ended run (a late
 command, a receipt, a briefing) go to a run rebuilt from the journal (:mod:`warren_sim.runtime.restore`),
-of which the manager caches only a couple.
+of which the manager caches only a couple. It implements :class:`~warren_sim.runtime.api.RunAPI` as a
+live run does, each agent request by name: a route never asks which of the two it holds.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import orjson
 import trio
 
-from ..engine.records import dumps_record
+from ..engine import Simulation
 from ..observability.metrics import NO_METRICS, Metrics, NoMetrics
 from ..observability.tracing import NO_TRACER, NoTracer, Tracer
-from .errors import RunError, too_many_spectators
-from .journal import DiskJournal, read_disk_journal, read_journal_text
+from ..protocol.models import ControlledAgents, Receipt
+from ..protocol.verdicts import Judgement
+from .errors import RunError, no_more_observations
+from .journal import DiskJournal, Journal, read_disk_journal, read_journal_text
+from .leases import Lease, RemoteAgent
 from .restore import view_path
-from .run import no_more_observations
+from .spectators import SpectatorSlots
+
+if TYPE_CHECKING:
+    from .api import RunAPI
+    from .run import Run
+    from .state import RunConfig
+    from .views import WireEnvelope
 
 __all__ = ["StoredRun", "journal_of", "journal_text_of", "write_view"]
 
@@ -44,22 +55,22 @@ class StoredRun:
     metrics: Metrics | NoMetrics = NO_METRICS  # the app's (set by the manager), as a live Run's: agent_ops uses them
     tracer: Tracer | NoTracer = NO_TRACER
 
-    def __init__(self, run_id: str, path: Path, status: str, rebuilt: Callable[[StoredRun], Any],
+    def __init__(self, run_id: str, path: Path, status: str, rebuilt: Callable[[StoredRun], Run],
                  max_spectators: int) -> None:
         self.run_id = run_id
         self.path = path
         self.status = status
         self._rebuilt = rebuilt
         self.max_spectators = max_spectators
-        self.spectators = 0
-        self.leases: dict[str, Any] | None = None  # the leases it ended with (same process): their own expiry
+        self._slots = SpectatorSlots(run_id, max_spectators)
+        self.leases: dict[str, Lease] | None = None  # the leases it ended with (same process): their own expiry
         self._error: list[str | None] = []  # the run's error, read once from its view (ended_poll)
         self.started = trio.Event()
         self.ended = trio.Event()
         self.started.set()
         self.ended.set()
 
-    def rebuilt(self) -> Any:
+    def rebuilt(self) -> Run:
         return self._rebuilt(self)
 
     # -- what is read from disk -------------------------------------------------------------------------
@@ -80,15 +91,16 @@ class StoredRun:
         """The journal for one reader, parsed in a worker thread (the event loop goes on meanwhile)."""
         return await read_disk_journal(self.path)
 
-    @contextlib.contextmanager
-    def spectator_slot(self) -> Iterator[None]:
-        if self.spectators >= self.max_spectators:
-            raise too_many_spectators(self.run_id, self.max_spectators)
-        self.spectators += 1
-        try:
-            yield
-        finally:
-            self.spectators -= 1
+    async def journal_text(self, since: int) -> str:
+        """The journal download, built in a worker thread."""
+        return await read_journal_text(self.path, since)
+
+    @property
+    def spectators(self) -> int:
+        return self._slots.held
+
+    def spectator_slot(self) -> AbstractContextManager[None]:
+        return self._slots.hold()
 
     # -- lifecycle: an ended run stays ended ----------------------------------------------------------
     def cancel(self, reason: str = "") -> None:
@@ -106,8 +118,8 @@ class StoredRun:
         live, a poll slot free; its TTL is refreshed as any authenticated request's is. None otherwise: the rebuilt
         run judges the request (and words its refusal) as before.
         """
-        lease = self.leases.get(agent_id) if self.leases is not None and token else None
-        if lease is None or not lease.matches(token) or not lease.live() or lease.polls >= max_polls:
+        lease = self.leases.get(agent_id) if self.leases is not None else None
+        if lease is None or not token or not lease.matches(token) or not lease.live() or lease.polls >= max_polls:
             return None
         if not self._error:
             try:
@@ -125,31 +137,58 @@ class StoredRun:
             self.leases.pop(agent_id, None)
 
     @property
-    def sim(self) -> Any:
+    def sim(self) -> Simulation:
         return self.rebuilt().sim
 
     @property
-    def remote(self) -> Any:
+    def remote(self) -> dict[str, RemoteAgent]:
         return self.rebuilt().remote
 
-    def __getattr__(self, name: str) -> Any:
-        if name in ("agent", "authenticate", "claim", "briefing_for", "wait_observation", "submit",
-                    "receipt", "config", "error"):
-            return getattr(self.rebuilt(), name)
-        raise AttributeError(name)
+    @property
+    def config(self) -> RunConfig:
+        return self.rebuilt().config
+
+    @property
+    def error(self) -> str | None:
+        return self.rebuilt().error
+
+    def agent(self, agent_id: str) -> RemoteAgent:
+        return self.rebuilt().agent(agent_id)
+
+    def authenticate(self, agent_id: str, token: str | None) -> RemoteAgent:
+        return self.rebuilt().authenticate(agent_id, token)
+
+    def claim(self, agent_id: str, token: str | None) -> tuple[str, bool]:
+        return self.rebuilt().claim(agent_id, token)
+
+    def claim_many(self, selector: ControlledAgents) -> dict[str, str]:
+        return self.rebuilt().claim_many(selector)
+
+    def briefing_for(self, agent_id: str) -> dict[str, Any]:
+        return self.rebuilt().briefing_for(agent_id)
+
+    async def wait_observation(self, ra: RemoteAgent, after: int, wait: float,
+                               deliver: Callable[[bytes], bool] | None = None) -> orjson.Fragment | None:
+        return await self.rebuilt().wait_observation(ra, after, wait, deliver)
+
+    async def wait_observations(self, wanted: list[tuple[RemoteAgent, int]], wait: float,
+                                parts: tuple[str, ...] | None = None) -> list[WireEnvelope]:
+        return await self.rebuilt().wait_observations(wanted, wait, parts)
+
+    def submit(self, ra: RemoteAgent, body: object, lease: str | None = None, *, write: bool = True) -> Judgement:
+        """Judged by the rebuilt run, whose journal is closed: a closed journal writes every record at once."""
+        return self.rebuilt().submit(ra, body, lease, write=write)
+
+    def receipt(self, ra: RemoteAgent, command_id: str) -> Receipt:
+        return self.rebuilt().receipt(ra, command_id)
 
 
-async def journal_of(run: Any) -> Any:
+async def journal_of(run: RunAPI) -> Journal | DiskJournal:
     """What a request handler reads a run's journal from: a live run's in-memory :class:`Journal`, or an ended
     run's file parsed off the event loop (a big journal does not stall the server's other requests)."""
-    if isinstance(run, StoredRun):
-        return await run.read_journal()
-    return run.journal
+    return await run.read_journal()
 
 
-async def journal_text_of(run: Any, since: int) -> str:
+async def journal_text_of(run: RunAPI, since: int) -> str:
     """The journal download (NDJSON after cursor ``since``); an ended run's is built in a worker thread."""
-    if isinstance(run, StoredRun):
-        return await read_journal_text(run.path, since)
-    journal = run.journal
-    return "".join(dumps_record(r) + "\n" for r in journal.records[since + 1:journal.flushed])
+    return await run.journal_text(since)

@@ -1,7 +1,9 @@
 """What a run shows: its view (``GET /v1/runs/{id}``), an agent's envelope, a receipt with its outcome.
 
-Pure functions of a run's state, kept apart from the loop (:mod:`warren_sim.runtime.run`) so that what a
-client sees is read in one place and never changes what the run does.
+Pure functions of a run's state (:class:`~warren_sim.runtime.state.RunState`), kept apart from the parts
+that change it (the loop, the desk, the mailbox) so that what a client sees is read in one place and never
+changes what the run does. The envelope's fields are the protocol model's
+(:class:`~warren_sim.protocol.models.Envelope`): :class:`WireEnvelope` builds the same object part by part.
 """
 
 from __future__ import annotations
@@ -18,17 +20,16 @@ from ..protocol.models import Conflict, Envelope, Outcome, Receipt
 from .leases import RemoteAgent
 
 if TYPE_CHECKING:
-    from .run import Run
+    from .state import RunState
 
-__all__ = ["WireEnvelope", "current_envelope", "current_wire", "envelope_dict", "receipt_with_outcome", "run_view"]
+__all__ = ["WHOLE", "WireEnvelope", "current_wire", "receipt_with_outcome", "run_view"]
 
 BRIEFING_REVISION = 1
-IDENTITY = ("run_id", "agent_id", "observation_id", "seq", "sim_time_ms", "reason", "deadline_unix",
-            "briefing_revision")
-WHOLE = ("observation", "text", "affordances")
+WHOLE = ("observation", "text", "affordances")  # the parts an envelope is built from, after its identity
+IDENTITY = tuple(f.name for f in attrs.fields(Envelope) if f.name not in WHOLE)  # in the model's (wire) order
 
 
-def run_view(run: Run) -> dict[str, Any]:
+def run_view(run: RunState) -> dict[str, Any]:
     """The run as a client sees it: status, agents (controlled? claimed?), objectives and, once ended, its result."""
     sim = run.sim
     agents = [{"agent_id": aid, "role": sim.world.agents[aid].role, "controlled": aid in run.remote,
@@ -43,13 +44,6 @@ def run_view(run: Run) -> dict[str, Any]:
             "objectives": sim.objective_views(), "result": result, "error": run.error,
             "pace": pace if pace is None or math.isfinite(pace) else None,
             "decision_deadline_s": run.config.decision_deadline_s}
-
-
-def envelope_dict(run_id: str, obs: Observation, deadline_unix: float) -> dict[str, Any]:
-    """The wire envelope of an observation of a controlled agent, answerable until ``deadline_unix``."""
-    env = Envelope(run_id, obs.agent_id, obs.observation_id, obs.seq, obs.time, obs.reason,
-                   round(deadline_unix, 3), BRIEFING_REVISION, obs.observation, obs.text, obs.affordances)
-    return converter.unstructure(env)
 
 
 class WireEnvelope:
@@ -93,8 +87,8 @@ class WireEnvelope:
         """The whole envelope (HTTP's long-poll body), through the one converter: the schema's source."""
         if self._full is None:
             obs = self.obs
-            env = Envelope(self.run_id, obs.agent_id, obs.observation_id, obs.seq, obs.time, obs.reason,
-                           self.deadline_unix, BRIEFING_REVISION, obs.observation, obs.text, obs.affordances)
+            env = Envelope(**self._identity(), observation=obs.observation, text=obs.text,
+                           affordances=obs.affordances)
             self._full = converter.unstructure(env)
         return self._full
 
@@ -124,7 +118,7 @@ class WireEnvelope:
 
     def whole_bytes(self) -> bytes:
         """``whole()``'s bytes themselves (a Fragment does not give them back): a reply written straight into a
-        socket (``Run._deliver``) without copying them out of a Fragment first."""
+        socket (``Mailbox.deliver``) without copying them out of a Fragment first."""
         if self._whole_raw is None:
             self.shaped(WHOLE)
         assert self._whole_raw is not None
@@ -132,7 +126,7 @@ class WireEnvelope:
 
     def _identity(self) -> dict[str, Any]:
         obs = self.obs
-        # the identity in the wire order of Envelope (the converter's order, tests/test_models.py)
+        # the identity in the wire order of Envelope (IDENTITY; tests/test_envelope_bytes.py compares the two)
         return {"run_id": self.run_id, "agent_id": obs.agent_id, "observation_id": obs.observation_id,
                 "seq": obs.seq, "sim_time_ms": obs.time, "reason": obs.reason,
                 "deadline_unix": self.deadline_unix, "briefing_revision": BRIEFING_REVISION}
@@ -175,12 +169,6 @@ def current_wire(ra: RemoteAgent, after: int) -> WireEnvelope | None:
     if rec is not None and rec.seq > after and env is not None:
         return env if isinstance(env, WireEnvelope) else None
     return None
-
-
-def current_envelope(ra: RemoteAgent, after: int) -> dict[str, Any] | None:
-    """The agent's outstanding envelope if its ``seq`` is after ``after``; None if there is nothing new to answer."""
-    env = current_wire(ra, after)
-    return None if env is None else env.full()
 
 
 def receipt_with_outcome(sim: Simulation, receipt: Receipt) -> Receipt:

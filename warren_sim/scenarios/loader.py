@@ -23,7 +23,6 @@ from typing import Any
 import attrs
 
 from ..engine import spec as S
-from ..engine.policy import Policy
 from ..engine.rules import generic_names
 from ..engine.world import World, WorldError
 
@@ -164,13 +163,6 @@ class LoadedScenario:
     spec: S.ScenarioSpec
     params: dict[str, Any]
     solution: ModuleType | None
-
-    def make_policy(self, kind: str, agent_id: str, role: str, briefing: dict[str, Any], seed: int = 0) -> Policy:
-        """One agent's policy from a ``--policy`` spec (:func:`warren_sim.scenarios.policies.resolve_policy`)."""
-        from .policies import resolve_policy
-
-        policy: Policy = resolve_policy(kind, self, seed)(agent_id, role, briefing)
-        return policy
 
 
 def _load_module(path: Path, name: str) -> ModuleType:

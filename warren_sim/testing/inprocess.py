@@ -67,24 +67,32 @@ class AppRun:
     """A run on the in-process app; ``str(run)`` is its id. Its methods are async."""
 
     warren: InProcessWarren
-    id: str
+    run_id: str
     scenario: str
     seed: int
 
+    @property
+    def id(self) -> str:
+        """The same as ``run_id`` (the name everywhere else: the wire, the SDK, the journal), kept for old tests."""
+        return self.run_id
+
     def __str__(self) -> str:
-        return self.id
+        return self.run_id
 
     async def view(self) -> dict[str, Any]:
-        return await self.warren.view(self.id)
+        """``GET /v1/runs/{run}`` as the wire's JSON dict (``view["status"]``, ``view["result"]``), like
+        ``journal()``: the plugin hands tests what the server sent. The SDK's ``get_run`` is the same as a typed
+        ``RunView`` (``.status``, ``.result``), for agents."""
+        return await self.warren.view(self.run_id)
 
     async def journal(self) -> list[dict[str, Any]]:
-        return await self.warren.journal(self.id)
+        return await self.warren.journal(self.run_id)
 
     async def start(self) -> dict[str, Any]:
-        return (await self.warren.request("POST", f"/v1/runs/{self.id}/start")).json()
+        return (await self.warren.request("POST", f"/v1/runs/{self.run_id}/start")).json()
 
     async def cancel(self) -> dict[str, Any]:
-        return (await self.warren.request("DELETE", f"/v1/runs/{self.id}")).json()
+        return (await self.warren.request("DELETE", f"/v1/runs/{self.run_id}")).json()
 
     async def wait_status(self, status: str, timeout: float) -> dict[str, Any]:
         """Poll until the run has ``status``; ``timeout`` is in trio clock seconds (virtual under autojump)."""
@@ -95,10 +103,10 @@ class AppRun:
                 if view["status"] == status:
                     return view
                 if view["status"] in TERMINAL_RUN_STATUSES:
-                    raise WarrenTestError(f"{self.id} ended {view['status']} "
+                    raise WarrenTestError(f"{self.run_id} ended {view['status']} "
                                           f"({(view.get('result') or {}).get('reason', '')}), not {status}")
                 await trio.sleep(POLL_S)
-        raise WarrenTestError(f"{self.id} is still {view.get('status')} after {timeout:g} s of the trio clock; it "
+        raise WarrenTestError(f"{self.run_id} is still {view.get('status')} after {timeout:g} s of the trio clock; it "
                               f"did not become {status}")
 
 

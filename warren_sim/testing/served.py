@@ -278,26 +278,34 @@ class ServedRun:
     """A run on a :class:`WarrenServer`; ``str(run)`` is its id, so ``f"{url}/v1/runs/{run}"`` works."""
 
     server: WarrenServer
-    id: str
+    run_id: str
     scenario: str
     seed: int
 
+    @property
+    def id(self) -> str:
+        """The same as ``run_id`` (the name everywhere else: the wire, the SDK, the journal), kept for old tests."""
+        return self.run_id
+
     def __str__(self) -> str:
-        return self.id
+        return self.run_id
 
     @property
     def url(self) -> str:
-        return f"{self.server.url}/v1/runs/{self.id}"
+        return f"{self.server.url}/v1/runs/{self.run_id}"
 
     def view(self) -> dict[str, Any]:
-        return self.server.view(self.id)
+        """``GET /v1/runs/{run}`` as the wire's JSON dict (``view["status"]``, ``view["result"]``), like
+        ``journal()``: the plugin hands tests what the server sent. The SDK's ``get_run`` is the same as a typed
+        ``RunView`` (``.status``, ``.result``), for agents."""
+        return self.server.view(self.run_id)
 
     @property
     def status(self) -> str:
         return str(self.view()["status"])
 
     def journal(self) -> list[dict[str, Any]]:
-        return self.server.journal(self.id)
+        return self.server.journal(self.run_id)
 
     def faults(self, agent_id: str | None = None) -> list[dict[str, Any]]:
         """The faults this run's agents met (``@pytest.mark.warren(faults=...)``; docs/faults.md), in order: its
@@ -307,10 +315,10 @@ class ServedRun:
 
     def start(self) -> dict[str, Any]:
         """Start now (controlled agents nobody claimed then do not block)."""
-        return self.server.request("POST", f"/v1/runs/{self.id}/start").json()
+        return self.server.request("POST", f"/v1/runs/{self.run_id}/start").json()
 
     def cancel(self) -> dict[str, Any]:
-        return self.server.request("DELETE", f"/v1/runs/{self.id}").json()
+        return self.server.request("DELETE", f"/v1/runs/{self.run_id}").json()
 
     def wait_status(self, status: str, timeout: float) -> dict[str, Any]:
         """Poll until the run has ``status``; ``timeout`` is in the server's clock seconds."""
@@ -320,10 +328,10 @@ class ServedRun:
             if view["status"] == status:
                 return view
             if view["status"] in TERMINAL_RUN_STATUSES:
-                raise WarrenTestError(f"{self.id} ended {view['status']} "
+                raise WarrenTestError(f"{self.run_id} ended {view['status']} "
                                       f"({(view.get('result') or {}).get('reason', '')}), not {status}")
             if wall_seconds() >= deadline:
-                raise WarrenTestError(f"{self.id} is still {view['status']} after {timeout:g} s of the server's "
+                raise WarrenTestError(f"{self.run_id} is still {view['status']} after {timeout:g} s of the server's "
                                       f"clock; it did not become {status}")
             time.sleep(POLL_S)
 

@@ -1,0 +1,11 @@
+"""Everyone thinks 5 s before each action, so every step of the team comes late."""
+
+from typing import Any
+
+from warren_sim.scenarios.partners import Slow, sibling_solution
+
+solution = sibling_solution(__file__)
+
+
+def factory(agent_id: str, role: str, briefing: dict[str, Any]) -> Any:
+    return Slow(solution.make_policy(agent_id, role, briefing), pause_ms=5000)
