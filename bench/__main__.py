@@ -46,13 +46,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="also write pyinstrument profiles (<out>/NAME_profile*.txt), in separate passes")
     p.add_argument("--repeats", type=int, help="override the repeats of every benchmark")
     p.add_argument("--duration", type=float, help="seconds of load per measurement (protocol, ws)")
+    p.add_argument("--scrape", type=float, metavar="S",
+                   help="protocol: scrape the server's GET /metrics every S seconds while it is measured (the cost "
+                        "of metrics to the hot path: compare with a run without it; bench/RESULTS.md)")
     args = p.parse_args(argv)
     unknown = [n for n in args.names if n not in NAMES]
     if unknown:
         p.error(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(NAMES)}")
     names = args.names or list(NAMES)
     opts = Options(quick=args.quick, out=args.out, profile=args.profile, repeats=args.repeats,
-                   duration=args.duration)
+                   duration=args.duration, scrape=args.scrape)
     info = machine()
     print(f"machine: {info['cores']} cores ({info['cpu']}), {info['mem_gib']} GiB, Python {info['python']}; "
           + ", ".join(f"{k} {v}" for k, v in info["versions"].items() if v) + "\n", flush=True)

@@ -80,6 +80,7 @@ class Options:
     profile: bool = False  # also write pyinstrument profiles to <out>/<name>_profile*.txt
     repeats: int | None = None  # override each benchmark's default
     duration: float | None = None  # seconds of load per measurement (protocol, ws)
+    scrape: float | None = None  # protocol: GET /metrics of the server every this many seconds meanwhile
 
     def reps(self, full: int, quick: int = 1) -> int:
         return self.repeats if self.repeats is not None else (quick if self.quick else full)

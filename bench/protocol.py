@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from bench.common import (
@@ -40,6 +41,7 @@ from bench.common import (
     trim_profile,
     warren_serve,
 )
+from warren_sim.runtime.clock import wall_seconds
 
 KS = (1, 16, 64)
 # K = 64 is also played on bench/scenarios/warren_trips (each forager makes LONG_SEEDS trips, ~4 decisions each):
@@ -51,6 +53,57 @@ ECHO_STEPS = 128
 SCENARIOS = ("--scenarios", str(REPO / "bench" / "scenarios"))
 TARGET_K = 64
 TARGET_EFFICIENCY = 0.8
+
+
+class Scraper:
+    """``--scrape S``: a thread that GETs the server's ``/metrics`` every S seconds while :meth:`scraping`, as a
+    Prometheus would; each scrape's body is parsed (prometheus_client's parser), so a broken one stops it."""
+
+    def __init__(self, url: str, every: float) -> None:
+        import threading
+
+        self.url, self.every = url, every
+        self.stop = threading.Event()
+        self.active = threading.Event()  # scrapes only while set (scraping())
+        self.times: list[float] = []
+        self.sizes: list[int] = []
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> Scraper:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(10)
+
+    def _loop(self) -> None:
+        import httpx
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with httpx.Client(base_url=self.url, timeout=10) as http:
+            while not self.stop.wait(self.every):
+                if not self.active.is_set():
+                    continue
+                t0 = wall_seconds()
+                r = http.get("/metrics")
+                self.times.append(wall_seconds() - t0)
+                r.raise_for_status()
+                self.sizes.append(len(r.content))
+                list(text_string_to_metric_families(r.text))
+
+    @contextlib.contextmanager
+    def scraping(self) -> Iterator[None]:
+        self.active.set()
+        try:
+            yield
+        finally:
+            self.active.clear()
+
+    def report(self) -> dict[str, Any]:
+        return {"every_s": self.every, "scrapes": len(self.times),
+                "ms_median": summary(t * 1000 for t in self.times)["median"],
+                "bytes_median": summary(self.sizes)["median"]}
 
 
 def trivial_server(raw: bool = False) -> ServerProcess:
@@ -101,13 +154,21 @@ def run(opts: Options) -> dict[str, Any]:
     duration = opts.secs(10.0, 2.0)
     reps = opts.reps(3)
     raw: dict[tuple[int, bool, tuple[str, int, int]], list[dict[str, Any]]] = {}
+    scraped: dict[tuple[int, bool, tuple[str, int, int]], list[dict[str, Any]]] = {}  # --scrape: plain, scraped
     floors: list[dict[str, Any]] = []  # (informational) the raw-ASGI floor at TARGET_K, next to the judged ceiling
     with warren_serve(*SCENARIOS) as warren, trivial_server() as trivial, \
-            (trivial_server(raw=True) if not opts.quick else contextlib.nullcontext()) as trivial_raw:
+            (trivial_server(raw=True) if not opts.quick else contextlib.nullcontext()) as trivial_raw, \
+            (Scraper(warren.url, opts.scrape) if opts.scrape else contextlib.nullcontext()) as scraper:
         for _ in range(reps):
             for k in KS:  # side by side: the protocol (both ways), then the ceiling, under the same noise
-                runs = {(nw, sc): http_agents(warren.url, warren.pid, k, duration, nw, sc[1], sc[2])
-                        for nw, sc in _plays(k, opts.quick)}
+                runs = {}
+                for nw, sc in _plays(k, opts.quick):
+                    runs[(nw, sc)] = http_agents(warren.url, warren.pid, k, duration, nw, sc[1], sc[2])
+                    if scraper is not None:  # the same row again right after, scraped meanwhile
+                        with scraper.scraping():
+                            scraped.setdefault((k, nw, sc), []).append(
+                                {"plain": runs[(nw, sc)],
+                                 "scraped": http_agents(warren.url, warren.pid, k, duration, nw, sc[1], sc[2])})
                 c = ceiling(trivial.url, trivial.pid, k, duration)
                 if k == TARGET_K and trivial_raw is not None:
                     floors.append({"ceiling": c, "raw": ceiling(trivial_raw.url, trivial_raw.pid, k, duration),
@@ -166,10 +227,40 @@ def run(opts: Options) -> dict[str, Any]:
                               eff(True, TRIPS), ">=", TARGET_EFFICIENCY))
     targets_table(targets)
     out: dict[str, Any] = {"results": results, "targets": targets}
+    if scraper is not None:
+        out["scrapes"] = scraper.report()
+        out["scraped"] = _scrape_table(scraped, opts.scrape or 0.0, reps, duration)
+        print(f"scraped GET /metrics every {opts.scrape:g} s: {out['scrapes']['scrapes']} scrapes, "
+              f"{out['scrapes']['bytes_median']:.0f} bytes, {out['scrapes']['ms_median']:.1f} ms each (median)")
     if floors:
         out["floors"] = _floors(floors, reps, duration)
     if opts.profile:
         out["profile"] = profile_server(opts, TARGET_K, duration)
+    return out
+
+
+def _scrape_table(scraped: dict[tuple[int, bool, tuple[str, int, int]], list[dict[str, Any]]], every: float,
+                  reps: int, duration: float) -> list[dict[str, Any]]:
+    """``--scrape``: each row played twice in a row, the second time with GET /metrics every ``every`` s; the ratio
+    of decisions/s (scraped / plain) per pair, so both halves share the machine's noise of that moment."""
+    out: list[dict[str, Any]] = []
+    rows: list[list[str]] = []
+    for (k, nw, sc), pairs in scraped.items():
+        ratio = summary(p["scraped"]["decisions_per_s"] / p["plain"]["decisions_per_s"] for p in pairs
+                        if p["plain"]["decisions_per_s"])
+        cpu = summary((p["scraped"]["server_cpu_us_per_decision"] or 0) / p["plain"]["server_cpu_us_per_decision"]
+                      for p in pairs if p["plain"]["server_cpu_us_per_decision"])
+        res = {"agents": k, "next_wait": nw, "scenario": sc[0],
+               "plain_decisions_per_s": summary(p["plain"]["decisions_per_s"] for p in pairs),
+               "scraped_decisions_per_s": summary(p["scraped"]["decisions_per_s"] for p in pairs),
+               "ratio": ratio, "server_cpu_ratio": cpu}
+        out.append(res)
+        rows.append([str(k), _label(nw, sc), fmt_stat(res["plain_decisions_per_s"]),
+                     fmt_stat(res["scraped_decisions_per_s"]), fmt_stat(ratio, 2), fmt_stat(cpu, 2)])
+    print_table(f"protocol: a scrape of GET /metrics every {every:g} s, each row played plain then scraped "
+                f"({reps} x {duration:g} s each)",
+                ["K", "requests", "decisions/s plain", "scraped", "scraped / plain", "server us/decision ratio"],
+                rows, note="ratios of each adjacent pair, median (min-max): 1.0 is no cost")
     return out
 
 

@@ -32,9 +32,12 @@ def tool_call_reply(name: str, args: Any, call_id: str = "call_1") -> dict[str, 
 
 class ScriptedModel:
     def __init__(self, script: Script, *, models: Iterable[str] = ("scripted",), key: str | None = None,
-                 list_status: int = 200) -> None:
+                 list_status: int = 200, serves: Iterable[str] | None = None) -> None:
         self.script = script
         self.models = list(models)
+        # the models a chat request may name (None: any), answered 404 otherwise as Ollama answers it; apart from
+        # ``models`` (what GET /models lists) because gateways list aliases, or not what they route
+        self.serves = None if serves is None else set(serves)
         self.key = key
         self.list_status = list_status
         self.requests: list[dict[str, Any]] = []
@@ -106,6 +109,10 @@ class ScriptedModel:
                     return
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                if model.serves is not None and body.get("model") not in model.serves:
+                    self._send(404, {"error": {"message": f"model '{body.get('model')}' not found, try pulling it "
+                                                          "first", "type": "api_error"}})
                     return
                 with model.lock:
                     model.requests.append(body)

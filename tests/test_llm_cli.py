@@ -157,3 +157,52 @@ def test_after_a_rejected_verdict_warren_agent_asks_the_model_again_with_the_rea
     verdict = retry["messages"][3]
     assert verdict["role"] == "tool" and "verdict rejected: " in verdict["content"] and "nowhere:99,99" in verdict["content"]
     assert f"{run} ended: completed" in proc.stdout
+
+
+# -- the start-up probe and the model's own name (issue: README's `--model llama3.1` against Ollama) -----------
+@pytest.fixture(scope="module")
+def seed3() -> dict[str, dict[str, Any]]:
+    return solution_table("bridge_repair", [3])
+
+
+def test_ollama_lists_name_latest_and_warren_run_model_name_plays(monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str],
+                                                                  seed3: dict[str, dict[str, Any]]) -> None:
+    """`warren run bridge_repair --seed 3 --policy llm --model llama3.1` against an endpoint that lists
+    `llama3.1:latest` (as Ollama does) and serves the name: no warning, the run completes."""
+    with scripted_model(play_solution(seed3), models=["llama3.1:latest", "qwen2.5:7b"],
+                        serves=["llama3.1", "llama3.1:latest"]) as model:
+        env = {"OPENAI_BASE_URL": model.url, "OPENAI_API_KEY": "k"}
+        code, out, err = _main(monkeypatch, capsys, env, "run", "bridge_repair", "--seed", "3", "--policy", "llm",
+                               "--model", "llama3.1")
+    assert code == 0, err
+    assert "bridge_repair seed 3: completed" in out and "warning" not in err
+    assert {r["model"] for r in model.requests} == {"llama3.1"}
+
+
+def test_a_gateway_alias_missing_from_the_list_is_a_warning_and_the_run_plays(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], seed3: dict[str, dict[str, Any]]) -> None:
+    """`warren run bridge_repair --seed 3 --policy llm --model team-default` against a gateway whose list does not
+    name the alias it routes: one warning, then the requests decide, and they are served."""
+    with scripted_model(play_solution(seed3), models=["gpt-4o-mini"], serves=["team-default"]) as model:
+        env = {"OPENAI_BASE_URL": model.url, "OPENAI_API_KEY": "k"}
+        code, out, err = _main(monkeypatch, capsys, env, "run", "bridge_repair", "--seed", "3", "--policy", "llm",
+                               "--model", "team-default")
+    assert code == 0, err
+    assert "does not list model 'team-default' (it lists: gpt-4o-mini); trying it anyway" in err
+    assert "bridge_repair seed 3: completed" in out
+
+
+def test_a_model_nobody_serves_stops_at_its_first_request_with_the_404(monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`warren run bridge_repair --policy llm --model gpt-9` against an endpoint that neither lists nor serves it:
+    the probe warns, the first request's 404 is the error (exit 2, one line saying what to do), one request sent."""
+    with scripted_model(lambda r: {"tool": "noop"}, models=["llama3.1:latest"], serves=["llama3.1:latest"]) as model:
+        env = {"OPENAI_BASE_URL": model.url, "OPENAI_API_KEY": "k"}
+        code, out, err = _main(monkeypatch, capsys, env, "run", "bridge_repair", "--policy", "llm", "--model",
+                               "gpt-9")
+    assert code == 2, (out, err)
+    assert "warning: the model endpoint" in err and "does not list model 'gpt-9'" in err
+    assert "warren run: --policy llm: the model endpoint" in err
+    assert "answered 404 to a request for model 'gpt-9' (model 'gpt-9' not found, try pulling it first)" in err
+    assert "pass a model it serves with --model" in err

@@ -82,6 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
+    # traces when the OTEL_* variables ask for them (warren serve's requests, warren agent's SDK and model calls);
+    # without them nothing is imported (docs/operations.md)
+    from ..observability.tracing import configure_from_env
+
+    configure_from_env()
     try:
         return int(args.func(args))
     except UsageError as exc:
@@ -89,3 +94,20 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        stopped = _llm_stopped(exc)
+        if stopped is None:
+            raise
+        print(f"warren {args.command}: --policy llm: {stopped}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _llm_stopped(exc: BaseException) -> BaseException | None:
+    """The LLM policy's configuration error that stopped a command mid-run (the model endpoint answered 404 for
+    the model: its probe only warned), found inside exception groups too; None for anything else."""
+    config = sys.modules.get("warren_sim.llm.config")
+    if config is None:
+        return None
+    if isinstance(exc, BaseExceptionGroup):
+        return next((found for e in exc.exceptions if (found := _llm_stopped(e)) is not None), None)
+    return exc if isinstance(exc, config.LLMConfigError) else None

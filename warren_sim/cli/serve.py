@@ -1,8 +1,10 @@
 """``warren serve``: warren-agent/0 over HTTP on Hypercorn, on the process clock of ``--rate``.
 
 It prints where it listens and where journals go (stdout), then logs one line per run lifecycle change
-(created, started, ended with its status and reason) to stderr through ``ServerConfig.on_event``; nothing
-per request.
+(created, started, ended with its status and reason, resumed after a restart) to stderr through
+``ServerConfig.on_event``; nothing per request. ``--log-format json`` makes every line of both streams one JSON
+object (warren_sim/observability/logs.py), Quart's and Hypercorn's records included. ``GET /metrics`` serves
+Prometheus metrics unless ``--no-metrics``; traces follow the ``OTEL_*`` variables (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -62,6 +64,11 @@ def register(sub: Any) -> None:
                         "own pages; requests from other web origins get 403 (repeatable)")
     p.add_argument("--send-timeout", type=float, default=10.0, metavar="S",
                    help="a spectator that takes no data for S seconds is cut and its slot freed")
+    p.add_argument("--no-metrics", action="store_true",
+                   help="serve no GET /metrics and count nothing for it (Prometheus metrics are on by default)")
+    p.add_argument("--log-format", choices=("human", "json"), default="human",
+                   help="human: the lines below as text (default); json: one JSON object per line on stdout and "
+                        "stderr (startup, each run's lifecycle, errors, restarts), for log shippers")
     add_scenarios_option(p)
     p.add_argument("--faults", metavar="SPEC",
                    help="seeded faults on every run's wire, to test your agents (docs/faults.md): "
@@ -72,6 +79,43 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_serve)
 
 
+class _Say:
+    """``warren serve``'s own lines, as text (what it always printed) or as JSON log records (``--log-format``)."""
+
+    def __init__(self, json_format: bool) -> None:
+        import logging
+
+        self.json = json_format
+        self.stdout_log = logging.getLogger("warren.serve")
+        if json_format:  # stdout's lines (where it listens) stay on stdout, as JSON too
+            from ..observability.logs import JsonFormatter
+
+            out = logging.StreamHandler(sys.stdout)
+            out.setFormatter(JsonFormatter())
+            self.stdout_log.handlers = [out]
+            self.stdout_log.propagate = False
+
+    def out(self, event: str, text: str, **fields: Any) -> None:
+        """A line for stdout (where the server listens, where journals go)."""
+        from ..observability.logs import LogEvent, log_event
+
+        if self.json:
+            log_event(LogEvent(event, text, fields), self.stdout_log)
+        else:
+            print(text, flush=True)
+
+    def err(self, event: Any, text: str | None = None, **fields: Any) -> None:
+        """A line for stderr: a runtime LogEvent, or one of serve's own (``event``, ``text``)."""
+        from ..observability.logs import LogEvent, log_event
+
+        if not isinstance(event, LogEvent):
+            event = LogEvent(event, text or "", fields)
+        if self.json:
+            log_event(event)
+        else:
+            print(f"WARREN: {event}" if text is None else text, file=sys.stderr, flush=True)
+
+
 async def serve_main(args: argparse.Namespace) -> None:
     import trio
 
@@ -79,41 +123,52 @@ async def serve_main(args: argparse.Namespace) -> None:
     from ..runtime.leases import poll_wait
     from ..runtime.manager import ServerConfig
 
+    json_logs = args.log_format == "json"
+    errorlog: Any = "-"
+    if json_logs:
+        from ..observability.logs import configure_json
+
+        errorlog = configure_json()
+    say = _Say(json_logs)
     config = ServerConfig(lease_ttl=args.lease_ttl, data_dir=args.data_dir, max_wait_s=args.max_wait,
                           rate=args.rate, max_polls_per_lease=args.max_polls_per_lease,
                           max_spectators=args.max_spectators, max_runs=args.max_runs, max_agents=args.max_agents,
                           fsync=args.fsync, resume=not args.no_resume, send_timeout_s=args.send_timeout,
                           allow_origins=tuple(o.strip().rstrip("/") for o in args.allow_origin),
                           faults=args.fault_spec, fault_seed=args.fault_seed,
-                          on_event=lambda line: print(f"WARREN: {line}", file=sys.stderr, flush=True))
+                          on_event=say.err, metrics=not args.no_metrics)
     if not is_loopback(args.host):
-        print(f"warning: binding {args.host} exposes WARREN beyond this machine; anyone who can reach it can "
-              "create and cancel runs", file=sys.stderr, flush=True)
+        say.err("server.exposed", f"warning: binding {args.host} exposes WARREN beyond this machine; anyone who can "
+                "reach it can create and cancel runs", host=args.host)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             server = await nursery.start(functools.partial(start_server, config, args.host, args.port,
-                                                            gc_thresholds=SERVER_GC_THRESHOLDS))
-            print(f"WARREN listening on {server.url}", flush=True)
-            print(f"WARREN journals go to {args.data_dir.resolve()}/run-N.jsonl (--data-dir)", flush=True)
-            if poll_wait(args.max_wait, args.lease_ttl) < args.max_wait:  # said once, where the operator looks
-                print(f"WARREN: long-polls wait at most {poll_wait(args.max_wait, args.lease_ttl):g} s, below "
-                      f"--lease-ttl {args.lease_ttl:g} s (--max-wait {args.max_wait:g} s is capped)",
-                      file=sys.stderr, flush=True)
+                                                            gc_thresholds=SERVER_GC_THRESHOLDS, errorlog=errorlog))
+            say.out("server.listening", f"WARREN listening on {server.url}", url=server.url,
+                    metrics=not args.no_metrics, rate=args.rate)
+            data_dir = args.data_dir.resolve()
+            say.out("server.journals", f"WARREN journals go to {data_dir}/run-N.jsonl (--data-dir)",
+                    data_dir=str(data_dir))
+            capped = poll_wait(args.max_wait, args.lease_ttl)
+            if capped < args.max_wait:  # said once, where the operator looks
+                say.err("server.poll_wait_capped", f"WARREN: long-polls wait at most {capped:g} s, below --lease-ttl "
+                        f"{args.lease_ttl:g} s (--max-wait {args.max_wait:g} s is capped)", max_wait_s=capped)
 
             async def watch_signals() -> None:
                 async for signum in signals:
+                    name = signal.Signals(signum).name
                     if server.shutdown_event.is_set():
-                        print("WARREN: second signal, exiting now", file=sys.stderr, flush=True)
+                        say.err("server.exit_now", "WARREN: second signal, exiting now", signal=name)
                         nursery.cancel_scope.cancel()
                         return
-                    print(f"WARREN shutting down ({signal.Signals(signum).name}): answering long-polls, "
-                          "journaling runs", file=sys.stderr, flush=True)
+                    say.err("server.shutting_down", f"WARREN shutting down ({name}): answering long-polls, "
+                            "journaling runs", signal=name)
                     server.shutdown()
 
             nursery.start_soon(watch_signals)
             await server.stopped.wait()
             nursery.cancel_scope.cancel()
-    print("WARREN stopped", file=sys.stderr, flush=True)
+    say.err("server.stopped", "WARREN stopped")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

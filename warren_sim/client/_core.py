@@ -51,6 +51,7 @@ from urllib.parse import quote
 import attrs
 import httpx
 
+from warren_sim.observability.tracing import inject_traceparent
 from warren_sim.protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_HEADER, PROTOCOL_VERSION
 from warren_sim.protocol.converter import WireError, structure_or_error
 from warren_sim.protocol.models import (
@@ -191,8 +192,11 @@ NO_RETRY = RetryPolicy(attempts=0, reconnect_s=0.0)
 
 
 def headers() -> dict[str, str]:
-    """Headers sent with every request."""
-    return {PROTOCOL_HEADER: PROTOCOL_VERSION, "Accept": f"application/json, {PROBLEM_CONTENT_TYPE}"}
+    """Headers sent with every request; with the current span's W3C ``traceparent`` when the program traces, so
+    the server's span of the request continues the agent's trace (docs/operations.md)."""
+    out = {PROTOCOL_HEADER: PROTOCOL_VERSION, "Accept": f"application/json, {PROBLEM_CONTENT_TYPE}"}
+    inject_traceparent(out)
+    return out
 
 
 def mint_command_id() -> str:

@@ -22,6 +22,7 @@ import trio
 import trio_websocket
 from trio_websocket import ConnectionClosed, HandshakeError
 
+from warren_sim.observability.tracing import with_traceparent
 from warren_sim.protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
 from warren_sim.protocol.strict_json import StrictJSONError, loads_strict
 
@@ -483,6 +484,7 @@ class Connection:
         rid = self._next_id
         waiter = Waiter()
         self._pending[rid] = waiter
+        params = with_traceparent(params)  # the current span's, when the program traces (as HTTP's headers)
         try:
             try:
                 await socket.send_message(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,

@@ -39,7 +39,7 @@ from .agent_ws import PARTS
 from .replies import BadRequest, float_arg, int_arg, json_body, reply
 from .state import AppState, WarrenApp
 
-__all__ = ["poll_observation", "register_agent_routes", "submit_command"]
+__all__ = ["poll_observation", "register_agent_routes", "submit_command", "via_of"]
 
 
 def _hot_response(body: bytes | None) -> Response:
@@ -74,7 +74,7 @@ def register_agent_routes(app: WarrenApp) -> None:
         except WireError as exc:
             raise BadRequest(400, f"{exc}; send {{\"agents\": \"all\"}}, {{\"agents\": {{\"role\": ROLE}}}} or "
                              '{"agents": [ids]}') from None
-        leases = agent_ops.claim_many(run, selector)
+        leases = agent_ops.claim_many(run, selector, _via())
         return reply({"leases": leases, "briefing_revision": agent_ops.BRIEFING_REVISION})
 
     @app.route("/v1/runs/<run_id>/observations", methods=["POST"])
@@ -101,7 +101,7 @@ def register_agent_routes(app: WarrenApp) -> None:
             raise BadRequest(400, f"parts must be a non-empty list drawn from {', '.join(PARTS)}, got {poll.parts!r}; "
                              "leave it out for whole envelopes")
         shape = parts or WHOLE
-        envs = await agent_ops.poll_many(run, poll.leases, poll.after, wait, shape, config)
+        envs = await agent_ops.poll_many(run, poll.leases, poll.after, wait, shape, config, _via())
         if not envs:
             return Response("", status=204)
         # each envelope serialized once (in that shape), whoever else receives it; orjson: 5-10x json.dumps
@@ -111,35 +111,50 @@ def register_agent_routes(app: WarrenApp) -> None:
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/claim", methods=["POST"])
     async def claim(run_id: str, agent_id: str) -> Response:
         _check_protocol_arg()
-        token, _ = agent_ops.claim(runs().get(run_id), agent_id, _lease())
+        token, _ = agent_ops.claim(runs().get(run_id), agent_id, _lease(), _via())
         return reply({"lease": token, "briefing_revision": agent_ops.BRIEFING_REVISION})
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/release", methods=["POST"])
     async def release(run_id: str, agent_id: str) -> Response:
-        agent_ops.release(runs().get(run_id), agent_id, _lease())
+        agent_ops.release(runs().get(run_id), agent_id, _lease(), _via())
         return reply({"agent_id": agent_id, "released": True})
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/briefing", methods=["GET"])
     async def get_briefing(run_id: str, agent_id: str) -> Response:
-        return reply(agent_ops.briefing(runs().get(run_id), agent_id, _lease()))
+        return reply(agent_ops.briefing(runs().get(run_id), agent_id, _lease(), _via()))
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/observations", methods=["GET"])
     async def observations(run_id: str, agent_id: str) -> Response:
-        return _hot_response(await poll_observation(app.warren, run_id, agent_id, request.args))
+        return _hot_response(await poll_observation(app.warren, run_id, agent_id, request.args, via=_via()))
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/commands", methods=["POST"])
     async def submit(run_id: str, agent_id: str) -> Response:
         return _hot_response(await submit_command(app.warren, run_id, agent_id, request.args,
-                                                  lambda: json_body(required=True)))
+                                                  lambda: json_body(required=True), via=_via()))
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/commands/<command_id>", methods=["GET"])
     async def get_receipt(run_id: str, agent_id: str, command_id: str) -> Response:
-        return reply(converter.unstructure(agent_ops.receipt(runs().get(run_id), agent_id, _lease(), command_id)))
+        return reply(converter.unstructure(agent_ops.receipt(runs().get(run_id), agent_id, _lease(), command_id,
+                                                             _via())))
+
+    def _via() -> agent_ops.Via:
+        """The request's transport and trace context, for agent_ops (read only when tracing is on)."""
+        if not app.warren.tracer.enabled:
+            return agent_ops.HTTP
+        return via_of(request.headers.get("traceparent"), request.headers.get("tracestate"))
 
 
 # -- the two hot routes: one function each, served by Quart's routes above and by the HTTP lane -----------------
+def via_of(traceparent: str | None, tracestate: str | None) -> agent_ops.Via:
+    """An HTTP request's ``via``: the shared one when it carries no trace context."""
+    if traceparent is None:
+        return agent_ops.HTTP
+    return agent_ops.Via("http", traceparent, tracestate)
+
+
 async def poll_observation(state: AppState, run_id: str, agent_id: str, args: Mapping[str, str],
-                           deliver: Callable[[bytes], bool] | None = None) -> bytes | None:
+                           deliver: Callable[[bytes], bool] | None = None, *,
+                           via: agent_ops.Via = agent_ops.HTTP) -> bytes | None:
     """``GET .../agents/{agent}/observations?after=&wait=&lease=``: the agent's next envelope (JSON), long-polled;
     None when nothing came in time (204). Refusals are raised, for the caller's error replies.
 
@@ -147,19 +162,19 @@ async def poll_observation(state: AppState, run_id: str, agent_id: str, args: Ma
     run = state.runs().get(run_id)
     after = int_arg("after", -1, minimum=-1, args=args)
     wait = float_arg("wait", 0.0, args)
-    env = await agent_ops.poll(run, agent_id, args.get("lease"), after, wait, state.config, deliver)
+    env = await agent_ops.poll(run, agent_id, args.get("lease"), after, wait, state.config, deliver, via)
     return None if env is None else orjson.dumps(env)
 
 
 async def submit_command(state: AppState, run_id: str, agent_id: str, args: Mapping[str, str],
-                         read_body: Callable[[], Awaitable[Any]]) -> bytes:
+                         read_body: Callable[[], Awaitable[Any]], *, via: agent_ops.Via = agent_ops.HTTP) -> bytes:
     """``POST .../agents/{agent}/commands?lease=[&wait=]``: judge a command; with ``wait``, the receipt carries the
     agent's next envelope. ``read_body``: the request's body as strict JSON (read after the lease is checked)."""
     run = state.runs().get(run_id)
     wait = None if "wait" not in args else float_arg("wait", 0.0, args)
     lease = args.get("lease")
     ra = agent_ops.authenticate(run, agent_id, lease)
-    judgement = agent_ops.submit(run, ra, await read_body(), lease)
+    judgement = agent_ops.submit(run, ra, await read_body(), lease, via=via)
     if judgement.accept:
         await run.journal.durable()  # --fsync: on disk before the receipt leaves (one fsync per tick)
     receipt = judgement.receipt

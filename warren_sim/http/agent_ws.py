@@ -30,6 +30,7 @@ from ..protocol.models import problem
 from ..protocol.strict_json import StrictJSONError, loads_strict
 from ..runtime import agent_ops
 from ..runtime.api import RunAPI
+from ..runtime.clock import wall_seconds
 from ..runtime.errors import RunError
 from ..runtime.faults import Fault
 from ..runtime.leases import RemoteAgent
@@ -128,6 +129,8 @@ class AgentSession:
         self._to_write: dict[str, RunAPI] = {}
         self.accepted_in: dict[str, RunAPI] = {}  # runs whose journals took an accept for this reply
         self.after_reply: Fault | None = None  # a lost_reply or delay fault of the request being answered
+        self.metrics = manager.metrics  # each method timed under its name (verdicts are counted by agent_ops)
+        self.via = agent_ops.WS  # the method being handled: its trace context, when tracing is on (dispatch)
 
     async def send(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
         """One frame: a message, or (batched frames) an array of them."""
@@ -220,7 +223,9 @@ class AgentSession:
             early = self._before(fault, rid)
             if early is not None:
                 return early
+        began = wall_seconds()
         reply = self.dispatch(handler, params, rid)
+        self.metrics.request(method, "ws", wall_seconds() - began)
         if fault is not None and fault.fault == "redeliver":
             sub = self.subs.get((str(params.get("run_id")), str(params.get("agent_id"))))
             if sub is not None and sub.last_seq >= 0:
@@ -263,7 +268,16 @@ class AgentSession:
         return None
 
     def dispatch(self, handler: Any, params: dict[str, Any], rid: Any) -> dict[str, Any]:
-        """Call a method on parsed params: its result, or its refusal as a JSON-RPC error."""
+        """Call a method on parsed params: its result, or its refusal as a JSON-RPC error.
+
+        With tracing on, ``params.traceparent`` (and ``tracestate``) is the method's trace context for agent_ops;
+        each command of ``agent.submit_many`` may carry its own (the agents of one request make their own
+        traces), else it inherits the request's."""
+        outer = self.via
+        if self.manager.tracer.enabled:
+            parent, state = params.get("traceparent"), params.get("tracestate")
+            if isinstance(parent, str):
+                self.via = agent_ops.Via("ws", parent, state if isinstance(state, str) else None)
         try:
             result = handler(self, params)
         except RpcError as exc:
@@ -273,6 +287,8 @@ class AgentSession:
             if exc.run_status is not None:  # an ended run's 410: its terminal status as data
                 data["run_status"] = exc.run_status
             return _error(rid, exc.status, problem(exc.status, exc.detail)["title"], data)  # HTTP's status phrase
+        finally:
+            self.via = outer
         return {"jsonrpc": "2.0", "id": rid, "result": result}
 
     def _agent(self, params: dict[str, Any], method: str) -> tuple[RunAPI, str, str | None]:
@@ -306,7 +322,8 @@ class AgentSession:
         run = self.manager.get(_str_param(params, "run_id", "agent.claim"))
         agent_id = _str_param(params, "agent_id", "agent.claim")
         parts = _parts_param(params, "agent.claim")
-        token, resumed = agent_ops.claim(run, agent_id, _str_param(params, "lease", "agent.claim", optional=True))
+        token, resumed = agent_ops.claim(run, agent_id, _str_param(params, "lease", "agent.claim", optional=True),
+                                         self.via)
         sub = self._subscribe(run, run.agent(agent_id))
         if parts is not None:  # as agent.subscribe's parts, without a second request before the first envelope
             sub.parts = parts
@@ -314,18 +331,18 @@ class AgentSession:
 
     def m_release(self, params: dict[str, Any]) -> dict[str, Any]:
         run, agent_id, lease = self._agent(params, "agent.release")
-        agent_ops.release(run, agent_id, lease)
+        agent_ops.release(run, agent_id, lease, self.via)
         sub = self.subs.pop((run.run_id, agent_id), None)
         if sub is not None:
             _unlisten(sub)
         return {"agent_id": agent_id, "released": True}
 
     def m_briefing(self, params: dict[str, Any]) -> dict[str, Any]:
-        return agent_ops.briefing(*self._agent(params, "agent.briefing"))
+        return agent_ops.briefing(*self._agent(params, "agent.briefing"), self.via)
 
     def m_subscribe(self, params: dict[str, Any]) -> dict[str, Any]:
         run, agent_id, lease = self._agent(params, "agent.subscribe")
-        ra = agent_ops.subscribe(run, agent_id, lease)
+        ra = agent_ops.subscribe(run, agent_id, lease, self.via)
         parts = _parts_param(params, "agent.subscribe")
         sub = self._subscribe(run, ra, keep_seq=True)
         sub.parts = PARTS if parts is None else parts
@@ -335,7 +352,7 @@ class AgentSession:
         run, agent_id, lease = self._agent(params, "agent.submit")
         ra = agent_ops.authenticate(run, agent_id, lease)
         defer = self._batching and not run.is_ended  # an ended run's journal is closed: it writes each record at once
-        judgement = agent_ops.submit(run, ra, params.get("command"), lease, write=not defer)
+        judgement = agent_ops.submit(run, ra, params.get("command"), lease, write=not defer, via=self.via)
         if defer and judgement.accept:
             self._to_write[run.run_id] = run
         if judgement.accept:
@@ -374,7 +391,7 @@ class AgentSession:
     def m_receipt(self, params: dict[str, Any]) -> dict[str, Any]:
         run, agent_id, lease = self._agent(params, "agent.receipt")
         cid = _str_param(params, "command_id", "agent.receipt")
-        return converter.unstructure(agent_ops.receipt(run, agent_id, lease, cid))
+        return converter.unstructure(agent_ops.receipt(run, agent_id, lease, cid, self.via))
 
     # -- pushing -------------------------------------------------------------------------------------
     def _subscribe(self, run: RunAPI, ra: RemoteAgent, keep_seq: bool = False) -> Subscription:

@@ -26,6 +26,7 @@ from .docs_routes import register_docs_routes
 from .fault_lane import fault_lane
 from .hooks import register_hooks
 from .http_lane import http_lane
+from .metrics_routes import register_metrics
 from .run_routes import register_run_routes
 from .scenario_routes import register_scenario_routes
 from .state import AppState, WarrenApp
@@ -43,6 +44,7 @@ def create_app(config: ServerConfig | None = None) -> WarrenApp:
     app.config["RESPONSE_TIMEOUT"] = None  # long-polls bound themselves; streams must not be cut
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
     app.warren = AppState(config or ServerConfig())
+    register_metrics(app)  # GET /metrics, and the observability the routes share (first: it times the others)
     register_hooks(app)
     register_docs_routes(app)  # GET /v1/schemas, /v1/schemas/<name>, /v1/openapi.json
     register_stream_routes(app)  # WS /v1/runs/<run>/stream, GET /v1/runs/<run>/events

@@ -95,7 +95,8 @@ def register_hooks(app: WarrenApp) -> None:
 
     @app.before_serving
     async def _start() -> None:
-        state.manager = RunManager(state.config, app.nursery, WallMap(state.config.rate))
+        state.manager = RunManager(state.config, app.nursery, WallMap(state.config.rate), metrics=state.metrics,
+                                   tracer=state.tracer)
         state.manager.restore()  # the data dir's runs: ended ones from disk, live ones resumed
 
     @app.after_serving

@@ -37,8 +37,10 @@ import trio
 
 from ..protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
 from ..protocol.strict_json import MAX_BODY_BYTES
+from ..runtime import agent_ops
+from ..runtime.clock import wall_seconds
 from ..runtime.errors import RunError
-from .agent_routes import poll_observation, submit_command
+from .agent_routes import poll_observation, submit_command, via_of
 from .hooks import refusal
 from .hypercorn_speed import EarlyReply, early_reply
 from .replies import BadRequest, parse_json_body
@@ -122,6 +124,17 @@ def _args(scope: dict[str, Any]) -> dict[str, str] | None:
     return args
 
 
+def _via(headers: list[tuple[bytes, bytes]]) -> agent_ops.Via:
+    """The request's W3C ``traceparent`` and ``tracestate``, for agent_ops (read only when tracing is on)."""
+    parent = state = None
+    for name, value in headers:
+        if name == b"traceparent":
+            parent = value.decode("latin-1")
+        elif name == b"tracestate":
+            state = value.decode("latin-1")
+    return via_of(parent, state)
+
+
 class _Exchange:
     """One request on the lane: its body, gathered by the task that also notices the client leaving."""
 
@@ -151,6 +164,8 @@ class _Exchange:
 def http_lane(app: WarrenApp, inner: ASGIApp) -> ASGIApp:
     """``inner`` (Quart's ASGI app) with the hot agent routes answered in front of it (see the module docstring)."""
     state = app.warren
+    metrics = state.metrics  # timed under Quart's route names: one series per route, whoever answered it
+    poll_route, submit_route = agent_ops.ROUTES[("poll", "http")], agent_ops.ROUTES[("submit", "http")]
 
     async def read_json(exchange: _Exchange, headers: list[tuple[bytes, bytes]]) -> Any:
         timeout = app.config["BODY_TIMEOUT"]
@@ -166,13 +181,15 @@ def http_lane(app: WarrenApp, inner: ASGIApp) -> ASGIApp:
     async def answer(route: str, run_id: str, agent_id: str, args: Mapping[str, str], exchange: _Exchange,
                      headers: list[tuple[bytes, bytes]], send: Callable[[Any], Awaitable[None]],
                      ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        via = _via(headers) if state.tracer.enabled else agent_ops.HTTP
         try:
             if route == "observations":
                 writer = early_reply(send)
                 deliver = None if writer is None else functools.partial(_deliver_early, writer)
-                body = await poll_observation(state, run_id, agent_id, args, deliver)
+                body = await poll_observation(state, run_id, agent_id, args, deliver, via=via)
             else:
-                body = await submit_command(state, run_id, agent_id, args, lambda: read_json(exchange, headers))
+                body = await submit_command(state, run_id, agent_id, args, lambda: read_json(exchange, headers),
+                                            via=via)
         except (RunError, BadRequest) as exc:
             return refusal(exc)
         except Exception as exc:  # noqa: BLE001 - what Quart's last error handler answers, the lane answers
@@ -190,6 +207,7 @@ def http_lane(app: WarrenApp, inner: ASGIApp) -> ASGIApp:
             await inner(scope, receive, send)
             return
         route, run_id, agent_id, _ = hot
+        began = wall_seconds()
         exchange = _Exchange()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(exchange.listen, receive)
@@ -198,5 +216,6 @@ def http_lane(app: WarrenApp, inner: ASGIApp) -> ASGIApp:
                 await send({"type": "http.response.start", "status": status, "headers": headers})
                 await send({"type": "http.response.body", "body": body, "more_body": False})
             nursery.cancel_scope.cancel()
+        metrics.request(poll_route if route == "observations" else submit_route, "http", wall_seconds() - began)
 
     return lane

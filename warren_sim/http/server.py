@@ -49,7 +49,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def hypercorn_config(host: str, port: int, rate: float) -> HypercornConfig:
+def hypercorn_config(host: str, port: int, rate: float, errorlog: Any = "-") -> HypercornConfig:
     hc = HypercornConfig()
     hc.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     hc.keep_alive_timeout = 5.0 * rate
@@ -57,7 +57,7 @@ def hypercorn_config(host: str, port: int, rate: float) -> HypercornConfig:
     hc.read_timeout = None
     hc.h11_max_incomplete_size = 16 * 1024  # request line + headers are bounded
     hc.accesslog = None
-    hc.errorlog = "-"
+    hc.errorlog = errorlog  # "-": its own text lines on stderr; a Logger (warren serve --log-format json): that one
     return hc
 
 
@@ -71,7 +71,7 @@ SERVER_GC_THRESHOLDS = (20_000, 20, 20)
 
 
 async def start_server(config: ServerConfig, host: str = "127.0.0.1", port: int = 0, *,
-                       gc_thresholds: tuple[int, int, int] | None = None,
+                       gc_thresholds: tuple[int, int, int] | None = None, errorlog: Any = "-",
                        task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
     """Serve until ``RunningServer.shutdown()``; ``task_status.started(RunningServer)``.
 
@@ -90,7 +90,7 @@ async def start_server(config: ServerConfig, host: str = "127.0.0.1", port: int 
     if gc_thresholds is not None:
         gc.freeze()
     app.config["BODY_TIMEOUT"] = config.body_timeout_s * config.rate  # real seconds, on the rated clock
-    hc = hypercorn_config(host, port, config.rate)
+    hc = hypercorn_config(host, port, config.rate, errorlog)
     stop = trio.Event()
     running: RunningServer | None = None
     try:

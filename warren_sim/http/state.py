@@ -14,6 +14,8 @@ import attrs
 from quart.routing import QuartRule
 from quart_trio import QuartTrio
 
+from ..observability.metrics import NO_METRICS, Metrics, NoMetrics
+from ..observability.tracing import NO_TRACER, NoTracer, Tracer
 from ..runtime.errors import RunError
 from ..runtime.manager import RunManager, ServerConfig
 
@@ -24,6 +26,8 @@ __all__ = ["AppState", "LazyBuilderRule", "WarrenApp"]
 class AppState:
     config: ServerConfig
     manager: RunManager | None = None  # set by the app's before_serving hook, kept after serving
+    metrics: Metrics | NoMetrics = NO_METRICS  # this app's own registry (GET /metrics), unless --no-metrics
+    tracer: Tracer | NoTracer = NO_TRACER  # spans per agent request, when tracing is configured
 
     def runs(self) -> RunManager:
         """The run manager; 503 if the app is not serving yet."""

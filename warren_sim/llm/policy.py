@@ -14,6 +14,8 @@ imports neither the engine nor the SDK. Why each rule:
   also in the model's next prompt.
 - **A dead endpoint is one clear error before the run** (:func:`probe`, once per process and endpoint): a
   ``GET /models`` costs no tokens and tells a missing server, a refused key and an unknown model apart.
+- **Traced when the program traces**: each model call is a GenAI span (``chat MODEL``, with the model, token
+  counts and finish reasons) under the agent's current span, so a decision's trace shows its model calls.
 - **Remote verdicts**: a client that holds receipts passes each to :meth:`LLMPolicy.on_receipt` (``warren
   agent`` does); outcomes of earlier commands also arrive in each observation's ``events``, which the policy
   reads both in-process and remotely.
@@ -22,9 +24,12 @@ imports neither the engine nor the SDK. Why each rule:
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
+from ..observability.tracing import model_call
 from ..runtime.clock import seconds_until_unix, wall_seconds
 from .config import LLMConfig, LLMConfigError
 from .prompt import Turn, build_messages, note_after, system_message
@@ -61,8 +66,9 @@ def probe(config: LLMConfig, *, force: bool = False) -> None:
     """Check once per process that the endpoint answers, accepts the key and serves the model.
 
     ``GET {base_url}/models``: a connection failure, 401/403 or another error status raises
-    :class:`LLMConfigError` with what to do; a 404 (an endpoint without a model list) passes; a list that
-    does not name the model raises, naming some that it does.
+    :class:`LLMConfigError` with what to do; a 404 (an endpoint without a model list) passes. A list that does
+    not name the model (``NAME:latest`` names ``NAME``) is only a warning: gateways list aliases, or nothing
+    that they route, so the first request decides, and a 404 there stops the policy with a clear error.
     """
     key = (config.base_url, config.api_key, config.model)
     if key in _probed and not force:
@@ -84,11 +90,27 @@ def probe(config: LLMConfig, *, force: bool = False) -> None:
                              "OPENAI_API_KEY to a key it accepts") from None
     except openai.APIStatusError as exc:
         raise LLMConfigError(f"{where} answered GET /models with {exc.status_code}: {_message(exc)}") from None
-    if served and config.model not in served:
+    if served and not listed(config.model, served):
         shown = ", ".join(sorted(served)[:12]) + (" ..." if len(served) > 12 else "")
-        raise LLMConfigError(f"{where} does not serve model {config.model!r}; it serves: {shown}. "
-                             "Pass one of them with --model (or pull it first, e.g. `ollama pull NAME`)")
+        # Proxies (LiteLLM, gateways) list aliases, or not what they route: the first request decides, and its
+        # 404 (model_not_found in _ask) is then the one clear error
+        print(f"warning: {where} does not list model {config.model!r} (it lists: {shown}); trying it anyway: "
+              "the first request tells whether it is served", file=sys.stderr, flush=True)
     _probed[key] = None
+
+
+def listed(model: str, served: list[str]) -> bool:
+    """Whether a model list names ``model``: as spelled, or as Ollama lists a tag-less name (``llama3.1`` is
+    served as ``llama3.1:latest``)."""
+    base = model.removesuffix(":latest")
+    return model in served or base in served or f"{base}:latest" in served
+
+
+def model_not_found(config: LLMConfig, exc: Any) -> LLMConfigError:
+    """A chat request refused with 404: the endpoint does not serve the model (the probe let it through)."""
+    return LLMConfigError(f"the model endpoint {config.base_url} answered 404 to a request for model "
+                          f"{config.model!r} ({_message(exc)}); pass a model it serves with --model (GET "
+                          f"{config.base_url.rstrip('/')}/models lists them; for Ollama, `ollama pull NAME` first)")
 
 
 def _message(exc: Any) -> str:
@@ -108,7 +130,8 @@ class LLMPolicy:
     """
 
     def __init__(self, agent_id: str, role: str, briefing: Mapping[str, Any], config: LLMConfig, *,
-                 client: Any = None, sleep: Callable[[float], None] | None = None) -> None:
+                 client: Any = None, sleep: Callable[[float], None] | None = None,
+                 tracer_provider: Any = None) -> None:
         self.agent_id = agent_id
         self.role = role
         self.config = config
@@ -121,6 +144,10 @@ class LLMPolicy:
         self.last_usage: dict[str, int] = {"prompt_tokens": 0, "completion_tokens": 0}
         self.requests = 0
         self._client = client if client is not None else _client(config)
+        # what each model call's GenAI span records (warren_sim/observability/tracing.py; off unless tracing is on)
+        self._server = urlsplit(config.base_url).hostname
+        self._settings = {"temperature": config.temperature}
+        self._tracer_provider = tracer_provider  # None: the program's global one, if it installed an SDK one
         if sleep is None:
             import time
 
@@ -243,9 +270,18 @@ class LLMPolicy:
                                       "or a slower pace gives it more time")
             try:
                 self.requests += 1
-                completion = self._client.chat.completions.create(**kwargs, timeout=remaining)
+                with model_call(self.config.model, server_address=self._server, request=self._settings,
+                                tracer_provider=self._tracer_provider) as call:
+                    try:
+                        completion = self._client.chat.completions.create(**kwargs, timeout=remaining)
+                    except openai.APIError as exc:
+                        call.failed(str(getattr(exc, "status_code", None) or type(exc).__name__))
+                        raise
+                    call.finish(completion)
             except openai.APITimeoutError:
                 return empty, Invalid(f"the model did not answer within the decision's time budget ({budget:.1f}s)")
+            except openai.NotFoundError as exc:  # the model is not served: no later decision can do better
+                raise model_not_found(self.config, exc) from None
             except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError) as exc:
                 status = getattr(exc, "status_code", None) or "connection error"
                 pause = min(self.config.backoff_s * 2**attempt, MAX_BACKOFF_S)

@@ -24,7 +24,7 @@ from warren_sim.protocol import PROBLEM_CONTENT_TYPE, PROTOCOL_HEADER, PROTOCOL_
 from warren_sim.protocol.schema_registry import ID_PREFIX, load_schema, schema_names
 from warren_sim.protocol.strict_json import MAX_SAFE_INTEGER as MAX_SAFE
 
-__all__ = ["ENDPOINTS", "Endpoint", "Param", "expected_response", "find_endpoint", "openapi_document"]
+__all__ = ["ENDPOINTS", "Endpoint", "Link", "Param", "expected_response", "find_endpoint", "openapi_document"]
 
 JSON = "application/json"
 SCHEMA_JSON = "application/schema+json"
@@ -60,12 +60,28 @@ NO_CONTENT = {
 
 @attrs.frozen
 class Param:
-    """A query parameter (``in: query``)."""
+    """A query parameter (``in: query``); ``json``: its value is JSON text (``content: application/json``, so a
+    generator sends JSON of ``schema``, not any string)."""
 
     name: str
     schema: dict[str, Any]
     description: str
     required: bool = False
+    json: bool = False
+
+
+@attrs.frozen
+class Link:
+    """An OpenAPI link from an operation's success response to another operation: ``parameters`` maps that
+    operation's parameters to runtime expressions (``$response.body#/run_id``, ``$request.path.agent_id``), so a
+    client (or schemathesis's stateful phase) goes from a created run to its operations, from a claim to its
+    agent's."""
+
+    name: str
+    operation_id: str
+    parameters: tuple[tuple[str, str], ...]
+    description: str = ""
+    request_body: Any = None  # a literal body (or runtime expression) for the target operation
 
 
 @attrs.frozen
@@ -86,6 +102,7 @@ class Endpoint:
     leased: bool = False
     also: tuple[int, ...] = ()  # more success statuses without a body (204)
     description: str = ""
+    links: tuple[Link, ...] = ()  # from the success response
 
     @property
     def all_errors(self) -> tuple[int, ...]:
@@ -104,26 +121,67 @@ _PROTO = Param("protocol", {"type": "string", "const": PROTOCOL_VERSION},
                "the protocol the client speaks (alternative to the header); another value gets 409")
 _AGENT = "/v1/runs/{run_id}/agents/{agent_id}"
 
+# The links (Endpoint.links): from a run (created or read) to its operations and its first agent's claim; from a
+# claim to the agent's leased operations; from a receipt to its re-read. A run's agents/0 is controlled when the
+# run controls it ("all", or a list naming it first among the scenario's agents).
+_RUN_ID = ("run_id", "$response.body#/run_id")
+_FIRST_AGENT = ("agent_id", "$response.body#/agents/0/agent_id")
+_RUN_LINKS = (
+    Link("GetRun", "getRun", (_RUN_ID,), "the run's status, agents and result"),
+    Link("StartRun", "startRun", (_RUN_ID,), "start it without waiting for every claim"),
+    Link("GetJournal", "getJournal", (_RUN_ID,), "its journal so far"),
+    Link("StreamEvents", "streamEvents", (_RUN_ID,), "its journal, live"),
+    Link("ClaimAgents", "claimAgents", (_RUN_ID,), "claim several of its controlled agents"),
+    Link("ClaimFirstAgent", "claimAgent", (_RUN_ID, _FIRST_AGENT), "claim its first agent (when controlled)"),
+    Link("CancelRun", "cancelRun", (_RUN_ID,), "cancel it"),
+)
+_RUN_READ_LINKS = tuple(link for link in _RUN_LINKS if link.operation_id not in ("getRun", "cancelRun"))
+# a run every agent of which is remote, with an hour per decision: what a client exploring the API needs next
+_ALL_REMOTE: dict[str, Any] = {"controlled_agents": "all", "npc_policy": "solution", "pace": None, "decision_deadline_s": 3600,
+               "params": {}}
+_SCENARIO_LINKS = (
+    Link("CreateRun", "createRun", (("scenario", "$response.body#/scenarios/0/name"),),
+         "a run of the first scenario with every agent remote", _ALL_REMOTE),
+    Link("DescribeScenario", "describeScenario", (("name", "$response.body#/scenarios/0/name"),),
+         "the first scenario's roles, agents, objectives and parameters"),
+)
+_LIST_LINKS = (Link("GetFirstRun", "getRun", (("run_id", "$response.body#/runs/0/run_id"),), "the first run"),)
+_LEASED = (("run_id", "$request.path.run_id"), ("agent_id", "$request.path.agent_id"),
+           ("lease", "$response.body#/lease"))
+_CLAIM_LINKS = (
+    Link("GetBriefing", "getBriefing", _LEASED, "the agent's briefing, with the new lease"),
+    Link("PollObservation", "pollObservation", _LEASED, "its next observation"),
+    Link("SubmitCommand", "submitCommand", _LEASED, "answer its observation"),
+    Link("ReleaseAgent", "releaseAgent", _LEASED, "give it back"),
+)
+_RECEIPT_LINKS = (
+    Link("GetReceipt", "getReceipt", (("run_id", "$request.path.run_id"), ("agent_id", "$request.path.agent_id"),
+                                      ("lease", "$request.query.lease"), ("command_id", "$response.body#/command_id")),
+         "the receipt again, with its outcome as it stands"),
+)
+
 #: Every HTTP endpoint of warren-agent/0 as this server implements it (the WebSocket stream is not HTTP).
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/v1", "getServerInfo", "The protocol, the server and its endpoints", 200, "server_info",
              (409,)),
-    Endpoint("GET", "/v1/scenarios", "listScenarios", "List scenarios", 200, "scenario_list", (409,)),
+    Endpoint("GET", "/v1/scenarios", "listScenarios", "List scenarios", 200, "scenario_list", (409,),
+             links=_SCENARIO_LINKS),
     Endpoint("GET", "/v1/scenarios/{name}", "describeScenario",
              "Describe a scenario: roles, agents, objectives, parameters and its layout", 200, "scenario",
              (400, 404, 409),
-             query=(Param("params", {"type": "string"}, 'the scenario parameters as a JSON object, typed like the '
-                          'run creation body\'s params (e.g. {"agents": 1000}); the layout follows them'),)),
+             query=(Param("params", {"type": "object"}, 'the scenario parameters as a JSON object, typed like the '
+                          'run creation body\'s params (e.g. {"agents": 1000}); the layout follows them',
+                          json=True),)),
     Endpoint("POST", "/v1/runs", "createRun", "Create a run", 201, "run", (400, 404, 408, 409, 413, 429),
              query=(Param("scenario", {"type": "string", "minLength": 1}, "scenario name", required=True),
                     Param("seed", {"type": "integer", "default": 0, "minimum": -MAX_SAFE, "maximum": MAX_SAFE},
                           "the run's seed")),
-             body="run_create",
+             body="run_create", links=_RUN_LINKS,
              description="Agent control is explicit: controlled_agents are remote, npc_policy drives the rest. "
                          "The run stays created until every controlled agent is claimed (or POST .../start)."),
-    Endpoint("GET", "/v1/runs", "listRuns", "List runs", 200, "run_list", (409,)),
+    Endpoint("GET", "/v1/runs", "listRuns", "List runs", 200, "run_list", (409,), links=_LIST_LINKS),
     Endpoint("GET", "/v1/runs/{run_id}", "getRun", "A run's status, sim time, agents, objectives and result", 200,
-             "run", (404, 409)),
+             "run", (404, 409), links=_RUN_READ_LINKS),
     Endpoint("DELETE", "/v1/runs/{run_id}", "cancelRun", "Cancel a run (no-op on an ended run)", 200, "run",
              (404, 409)),
     Endpoint("POST", "/v1/runs/{run_id}/start", "startRun",
@@ -159,7 +217,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                          "every polled agent's outstanding envelope newer than its after, narrowed to the body's "
                          "parts when it names them (as the WebSocket binding's agent.subscribe)."),
     Endpoint("POST", f"{_AGENT}/claim", "claimAgent", "Claim a controlled agent, or resume a live lease", 200,
-             "claim_response", (404, 409, 410), query=(_LEASE, _PROTO),
+             "claim_response", (404, 409, 410), query=(_LEASE, _PROTO), links=_CLAIM_LINKS,
              description="409 while another live lease holds the agent or when it is not controlled; 410 once "
                          "the run has ended."),
     Endpoint("POST", f"{_AGENT}/release", "releaseAgent", "Release the agent now", 200, "release_response",
@@ -177,7 +235,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                          "envelope."),
     Endpoint("POST", f"{_AGENT}/commands", "submitCommand", "Answer an observation with one command", 200,
              "receipt", (400, 401, 403, 404, 408, 409, 413, 422), leased=True, body="command",
-             body_required=True,
+             body_required=True, links=_RECEIPT_LINKS,
              query=(Param("wait", {"type": "number", "minimum": 0},
                           "a WARREN extension: after an accepted (or duplicate) command, wait up to this many "
                           "seconds (capped by the server) for the agent's next envelope and return it in the "
@@ -268,6 +326,11 @@ def _operation(e: Endpoint) -> dict[str, Any]:
         ok["content"] = {e.media: {"schema": {"$ref": f"#/components/schemas/{_component(e.schema)}"}}}
     else:
         ok["content"] = {e.media: {"schema": {"type": "object"}}}
+    if e.links:
+        ok["links"] = {link.name: {"operationId": link.operation_id, "parameters": dict(link.parameters),
+                                   **({"requestBody": link.request_body} if link.request_body is not None else {}),
+                                   **({"description": link.description} if link.description else {})}
+                       for link in e.links}
     responses: dict[str, Any] = {str(e.status): ok}
     for extra in e.also:
         responses[str(extra)] = {"description": NO_CONTENT.get(e.operation_id, "No content"), "headers": headers}
@@ -281,8 +344,12 @@ def _operation(e: Endpoint) -> dict[str, Any]:
     for name in re.findall(r"\{([^}]+)\}", e.path):
         params.append({"name": name, "in": "path", "required": True, "schema": {"type": "string"}})
     for q in e.query:
-        params.append({"name": q.name, "in": "query", "required": q.required, "description": q.description,
-                       "schema": q.schema})
+        param = {"name": q.name, "in": "query", "required": q.required, "description": q.description}
+        if q.json:
+            param["content"] = {JSON: {"schema": q.schema}}
+        else:
+            param["schema"] = q.schema
+        params.append(param)
     op["parameters"] = params
     if e.body is not None:
         op["requestBody"] = {"required": e.body_required, "content": {

@@ -38,6 +38,14 @@ changed (the engine's outcomes are read here, not in the HTTP layer).
 
 Cost: these are plain calls on the run's public methods, each the request's own work and nothing more: no object
 is made per request here (the hot paths, a poll and a command, are the bulk of a server's requests).
+
+**Observability** (docs/operations.md): each function takes ``via``, the transport that carried the request and
+the caller's W3C trace context (:data:`HTTP` and :data:`WS` when there is none: no object per request). With
+tracing on, each request is a span of its kind (``warren.claim``, ``warren.poll``, ``warren.submit``, ...)
+continuing ``via.traceparent``, with the run, the agent, the observation id and the verdict; every judged command
+is counted by verdict and transport (``warren_decisions_total``). The run carries the app's metrics and tracer
+(``run.metrics``, ``run.tracer``, set by the manager); off, a span is a shared do-nothing object. A request's
+latency is timed by its transport, which alone sees its whole life (reading, framing, writing).
 """
 
 from __future__ import annotations
@@ -45,8 +53,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
 import orjson
 
+from ..observability.tracing import NULL_SPAN
 from ..protocol.converter import converter
 from ..protocol.models import ControlledAgents, Receipt
 from ..protocol.verdicts import Judgement
@@ -58,38 +68,79 @@ from .manager import RunManager, ServerConfig
 from .run import Run
 from .views import WireEnvelope
 
-__all__ = ["BRIEFING_REVISION", "authenticate", "briefing", "changed_receipts", "claim", "claim_many", "fault",
-           "next_observation", "poll", "poll_many", "receipt", "release", "submit", "subscribe"]
+__all__ = ["BRIEFING_REVISION", "HTTP", "WS", "Via", "authenticate", "briefing", "changed_receipts", "claim",
+           "claim_many", "fault", "next_observation", "poll", "poll_many", "receipt", "release", "submit",
+           "subscribe"]
 
 AnyRun = RunAPI  # a live run or a stored one: both answer every operation (runtime.api)
 BRIEFING_REVISION = 1  # what a claim's reply names: the briefing an agent gets does not change during a run
 
 
-def claim(run: AnyRun, agent_id: str, lease: str | None) -> tuple[str, bool]:
+@attrs.frozen
+class Via:
+    """The transport that carried a request (``http``, ``ws``) and the caller's W3C trace context, if it sent one."""
+
+    transport: str
+    traceparent: str | None = None
+    tracestate: str | None = None
+
+
+HTTP = Via("http")
+WS = Via("ws")
+
+_AGENT = "/v1/runs/<run_id>/agents/<agent_id>"
+# each kind's HTTP route (as Quart names it, the metrics' route label too) and JSON-RPC method: the spans' names
+ROUTES = {
+    ("claim", "http"): f"POST {_AGENT}/claim", ("claim", "ws"): "agent.claim",
+    ("claim_many", "http"): "POST /v1/runs/<run_id>/claim",
+    ("release", "http"): f"POST {_AGENT}/release", ("release", "ws"): "agent.release",
+    ("briefing", "http"): f"GET {_AGENT}/briefing", ("briefing", "ws"): "agent.briefing",
+    ("poll", "http"): f"GET {_AGENT}/observations",
+    ("poll_many", "http"): "POST /v1/runs/<run_id>/observations",
+    ("subscribe", "ws"): "agent.subscribe",
+    ("submit", "http"): f"POST {_AGENT}/commands", ("submit", "ws"): "agent.submit",
+    ("receipt", "http"): f"GET {_AGENT}/commands/<command_id>", ("receipt", "ws"): "agent.receipt",
+}
+
+
+def _span(run: AnyRun, kind: str, via: Via, agent_id: str | None = None) -> Any:
+    """The request's span (the shared do-nothing one unless tracing is on)."""
+    tracer = run.tracer
+    if not tracer.enabled:
+        return NULL_SPAN
+    return tracer.request(kind, via.transport, ROUTES.get((kind, via.transport), kind), via.traceparent,
+                          run.run_id, agent_id, via.tracestate)
+
+
+def claim(run: AnyRun, agent_id: str, lease: str | None, via: Via = HTTP) -> tuple[str, bool]:
     """Claim ``agent_id`` (a fresh lease, or ``lease`` resumed): ``(token, resumed)``; 410 once the run ended."""
-    return run.claim(agent_id, lease)
+    with _span(run, "claim", via, agent_id):
+        return run.claim(agent_id, lease)
 
 
-def claim_many(run: AnyRun, selector: ControlledAgents) -> dict[str, str]:
+def claim_many(run: AnyRun, selector: ControlledAgents, via: Via = HTTP) -> dict[str, str]:
     """Fresh leases on the agents ``selector`` names (ids, ``"all"``, ``{"role": ROLE}``), all or none."""
-    if run.is_ended:
-        raise run_ended(run.run_id, run.status, CANNOT_CLAIM)
-    return run.claim_many(selector)
+    with _span(run, "claim_many", via):
+        if run.is_ended:
+            raise run_ended(run.run_id, run.status, CANNOT_CLAIM)
+        return run.claim_many(selector)
 
 
-def release(run: AnyRun, agent_id: str, lease: str | None) -> None:
+def release(run: AnyRun, agent_id: str, lease: str | None, via: Via = HTTP) -> None:
     """Give ``agent_id`` back (its lease ends; the run goes on, its observations no-op'd at their deadlines)."""
-    run.release(agent_id, lease)
+    with _span(run, "release", via, agent_id):
+        run.release(agent_id, lease)
 
 
-def briefing(run: AnyRun, agent_id: str, lease: str | None) -> dict[str, Any]:
+def briefing(run: AnyRun, agent_id: str, lease: str | None, via: Via = HTTP) -> dict[str, Any]:
     """The agent's briefing (its role, tools and objectives), for the holder of its lease."""
-    run.authenticate(agent_id, lease)
-    return run.briefing_for(agent_id)
+    with _span(run, "briefing", via, agent_id):
+        run.authenticate(agent_id, lease)
+        return run.briefing_for(agent_id)
 
 
 async def poll(run: AnyRun, agent_id: str, lease: str | None, after: int, wait: float, config: ServerConfig,
-               deliver: Callable[[bytes], bool] | None = None) -> orjson.Fragment | None:
+               deliver: Callable[[bytes], bool] | None = None, via: Via = HTTP) -> orjson.Fragment | None:
     """The agent's next envelope (``seq > after``), waited for up to ``wait`` s (capped by ``max_wait_s``, and by the
     run at 0.9 x the lease TTL, the lease held meanwhile: ``leases.poll_wait``, ``leases.poll_slot``); None when
     nothing came in time.
@@ -97,30 +148,36 @@ async def poll(run: AnyRun, agent_id: str, lease: str | None, after: int, wait: 
     An ended stored run answers a plain poll's 410 from its stored status, without being rebuilt from its journal
     (every agent's last poll lands there). ``deliver``: the HTTP lane's early writer (``Run.wait_observation``).
     """
-    gone = run.ended_poll(agent_id, lease, config.lease_ttl, config.max_polls_per_lease)  # a live run: None
-    if gone is not None:
-        raise gone
-    ra = run.authenticate(agent_id, lease)
-    return await run.wait_observation(ra, after, min(wait, config.max_wait_s), deliver)
+    with _span(run, "poll", via, agent_id) as span:
+        gone = run.ended_poll(agent_id, lease, config.lease_ttl, config.max_polls_per_lease)  # a live run: None
+        if gone is not None:
+            raise gone
+        ra = run.authenticate(agent_id, lease)
+        env = await run.wait_observation(ra, after, min(wait, config.max_wait_s), deliver)
+        if env is not None and span is not NULL_SPAN and ra.envelope is not None:
+            span.set("observation_id", ra.envelope.obs.observation_id)
+        return env
 
 
 async def poll_many(run: AnyRun, leases: Mapping[str, str], after: Mapping[str, int], wait: float,
-                    parts: tuple[str, ...], config: ServerConfig) -> list[WireEnvelope]:
+                    parts: tuple[str, ...], config: ServerConfig, via: Via = HTTP) -> list[WireEnvelope]:
     """Several agents' next envelopes (each after its own ``after``, -1 when absent), waited for up to ``wait`` s
     for at least one; ``[]`` when none came. Each agent is named with its own lease; each envelope is serialized in
     the shape ``parts`` before this returns (``Run.wait_observations``)."""
-    wanted = [(run.authenticate(aid, token), after.get(aid, -1)) for aid, token in leases.items()]
-    if run.is_ended:
-        raise run_ended(run.run_id, run.status, NO_MORE_OBSERVATIONS)
-    return await run.wait_observations(wanted, min(wait, config.max_wait_s), parts)
+    with _span(run, "poll_many", via):
+        wanted = [(run.authenticate(aid, token), after.get(aid, -1)) for aid, token in leases.items()]
+        if run.is_ended:
+            raise run_ended(run.run_id, run.status, NO_MORE_OBSERVATIONS)
+        return await run.wait_observations(wanted, min(wait, config.max_wait_s), parts)
 
 
-def subscribe(run: AnyRun, agent_id: str, lease: str | None) -> RemoteAgent:
+def subscribe(run: AnyRun, agent_id: str, lease: str | None, via: Via = WS) -> RemoteAgent:
     """The agent whose envelopes a connection is to receive as they come, for the holder of its lease."""
-    ra = run.authenticate(agent_id, lease)
-    if run.is_ended:
-        raise run_ended(run.run_id, run.status, NO_MORE_OBSERVATIONS)
-    return ra
+    with _span(run, "subscribe", via, agent_id):
+        ra = run.authenticate(agent_id, lease)
+        if run.is_ended:
+            raise run_ended(run.run_id, run.status, NO_MORE_OBSERVATIONS)
+        return ra
 
 
 def authenticate(run: AnyRun, agent_id: str, lease: str | None) -> RemoteAgent:
@@ -128,7 +185,8 @@ def authenticate(run: AnyRun, agent_id: str, lease: str | None) -> RemoteAgent:
     return run.authenticate(agent_id, lease)
 
 
-def submit(run: AnyRun, ra: RemoteAgent, command: object, lease: str | None, *, write: bool = True) -> Judgement:
+def submit(run: AnyRun, ra: RemoteAgent, command: object, lease: str | None, *, write: bool = True,
+           via: Via = HTTP) -> Judgement:
     """Judge ``command`` for ``ra`` (from :func:`authenticate`): the judgement, whose receipt is never None; a body
     that cannot be judged (no ``command_id``, no ``observation_id``) is refused with 422.
 
@@ -136,10 +194,17 @@ def submit(run: AnyRun, ra: RemoteAgent, command: object, lease: str | None, *, 
     leaves: ``agent.submit_many`` writes once for all its commands). An accepted command is on the OS's side once
     this returns; durable (``--fsync``) once the caller awaited ``run.journal.durable()``.
     """
-    judgement = run.submit(ra, command, lease, write=write)
-    if judgement.receipt is None:
-        raise RunError(422, judgement.problem_detail)
-    return judgement
+    with _span(run, "submit", via, ra.agent_id) as span:
+        judgement = run.submit(ra, command, lease, write=write)
+        receipt = judgement.receipt
+        if receipt is None:
+            raise RunError(422, judgement.problem_detail)
+        run.metrics.decision(receipt.status, via.transport)
+        if span is not NULL_SPAN:
+            span.set("verdict", receipt.status)
+            span.set("observation_id", receipt.observation_id)
+            span.set("command_id", receipt.command_id)
+        return judgement
 
 
 async def next_observation(run: AnyRun, ra: RemoteAgent, receipt: Receipt, wait: float,
@@ -165,10 +230,16 @@ async def next_observation(run: AnyRun, ra: RemoteAgent, receipt: Receipt, wait:
     return env, receipt
 
 
-def receipt(run: AnyRun, agent_id: str, lease: str | None, command_id: str) -> Receipt:
+def receipt(run: AnyRun, agent_id: str, lease: str | None, command_id: str, via: Via = HTTP) -> Receipt:
     """The receipt of a command the agent submitted, with its outcome as it stands; 404 for one never submitted."""
-    ra = run.authenticate(agent_id, lease)
-    return run.receipt(ra, command_id)
+    with _span(run, "receipt", via, agent_id) as span:
+        ra = run.authenticate(agent_id, lease)
+        found = run.receipt(ra, command_id)
+        if span is not NULL_SPAN:
+            span.set("command_id", command_id)
+            span.set("observation_id", found.observation_id)
+            span.set("verdict", found.status)
+        return found
 
 
 # -- faults (docs/faults.md): which request meets one, decided here for every transport ---------------------------

@@ -17,6 +17,8 @@ import orjson
 import trio
 
 from ..engine import Simulation
+from ..observability.metrics import Metrics, NoMetrics
+from ..observability.tracing import NoTracer, Tracer
 from ..protocol.models import ControlledAgents, Receipt
 from ..protocol.verdicts import Judgement
 from .errors import RunError
@@ -29,6 +31,10 @@ __all__ = ["RunAPI"]
 
 class RunAPI(Protocol):
     """A run as a request handler sees it. Refusals are :class:`~warren_sim.runtime.errors.RunError`."""
+
+    # the app's observability (set by the manager; agent_ops counts verdicts and opens spans with them)
+    metrics: Metrics | NoMetrics
+    tracer: Tracer | NoTracer
 
     # -- what it is ---------------------------------------------------------------------------------
     @property

@@ -20,6 +20,8 @@ from typing import IO, Any
 import trio
 
 from ..engine.records import dumps_record, with_cursor
+from ..observability.metrics import NO_METRICS, Metrics, NoMetrics
+from .clock import wall_seconds
 
 __all__ = ["DiskJournal", "Journal", "read_records"]
 
@@ -46,6 +48,8 @@ def read_records(path: Path, *, repair: bool = False) -> list[dict[str, Any]]:
 
 
 class Journal:
+    metrics: Metrics | NoMetrics = NO_METRICS  # the app's, set by the manager: bytes written, fsync latency
+
     def __init__(self, path: Path | None, *, fsync: bool = False,
                  restored: list[dict[str, Any]] | None = None) -> None:
         self.path = path
@@ -93,6 +97,7 @@ class Journal:
         else:  # closed: late records are appended
             with open(self.path, "a", encoding="utf-8") as late:
                 late.write(text)
+        self.metrics.journal_written(len(text) if text.isascii() else len(text.encode()))  # UTF-8 bytes
         self._written += len(self._pending)
         self._pending.clear()
 
@@ -110,11 +115,17 @@ class Journal:
                 await trio.lowlevel.cancel_shielded_checkpoint()  # let this tick's other accepts write first
                 upto = self._written
                 if self._file is not None:
-                    os.fsync(self._file.fileno())
+                    self._fsync()
                 self._synced = upto
             finally:
                 self._syncing = None
                 event.set()
+
+    def _fsync(self) -> None:
+        assert self._file is not None
+        began = wall_seconds()
+        os.fsync(self._file.fileno())
+        self.metrics.fsynced(wall_seconds() - began)
 
     def flush(self) -> None:
         """Write what was appended since the last flush (called once per batch) and wake readers."""
@@ -131,7 +142,7 @@ class Journal:
         self.flush()
         if self._file is not None:
             if self.fsync:
-                os.fsync(self._file.fileno())
+                self._fsync()
             self._file.close()
             self._file = None
         self.closed = True

@@ -19,6 +19,8 @@ import trio
 
 from ..engine import NOOP, Batch, Observation, Policy
 from ..engine.headless import answer_or_noop
+from ..observability.metrics import NO_METRICS, Metrics, NoMetrics
+from .clock import wall_seconds
 from .leases import RemoteAgent
 from .state import RunState
 from .views import WireEnvelope
@@ -30,6 +32,8 @@ MAX_HELD = 16  # batches of NPCs only an adjudicated outcome may wait for a batc
 
 class RunLoop:
     """Drives one run's engine from its first batch to its end (:meth:`main`, the run's task)."""
+
+    metrics: Metrics | NoMetrics = NO_METRICS  # the app's, set by the manager: each batch's adjudication time
 
     def __init__(self, state: RunState, policies: dict[str, Policy], deliver: Callable[[list[str]], None]) -> None:
         self.state = state
@@ -130,7 +134,9 @@ class RunLoop:
                 self._close_unanswered(waiting)
             if not waited:  # nobody to wait for (NPCs, unclaimed agents): let the other tasks run
                 await trio.lowlevel.checkpoint()
+            began = wall_seconds()
             sim.adjudicate()
+            self.metrics.adjudicated(wall_seconds() - began)
             # Not flushed here: nothing waits between this and the next batch's publication, whose flush
             # writes both batches' records in one write (and the run's end flushes the last ones).
             self.journal.extend(sim.drain_records())

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -23,6 +24,9 @@ from typing import Any
 import attrs
 import trio
 
+from ..observability.logs import LogEvent
+from ..observability.metrics import NO_METRICS, Metrics, NoMetrics
+from ..observability.tracing import NO_TRACER, NoTracer, Tracer
 from ..protocol.models import TERMINAL_RUN_STATUSES, ControlledAgents, RoleSelector, RunCreate
 from ..scenarios import LoadedScenario, ScenarioError, instantiate, list_scenarios, load_scenario, npc_team
 from ..scenarios.loader import find_scenario
@@ -62,8 +66,21 @@ class ServerConfig:
     # the pytest plugin's @pytest.mark.warren(faults="lost_reply=0.2") gets the same teaching errors
     faults: FaultSpec | None = attrs.field(default=None, converter=as_fault_spec)
     fault_seed: int = 0  # --fault-seed
-    # Called with one line per run lifecycle change (created, started, ended with status); warren serve prints it.
-    on_event: Callable[[str], None] | None = None
+    # Called with one event per run lifecycle change (created, started, ended with status, resumed, not restored):
+    # an observability.logs.LogEvent, whose str() is the human line; warren serve logs it (text or JSON).
+    on_event: Callable[[LogEvent], None] | None = None
+    metrics: bool = True  # GET /metrics and the counting behind it (warren serve --no-metrics: off)
+    # an OpenTelemetry TracerProvider for the agent requests' spans (tests); None: the program's global one if it
+    # installed an SDK provider (warren serve does from the OTEL_* variables), else no tracing
+    tracer_provider: Any = None
+
+
+def new_metrics() -> Metrics:
+    """An app's metrics (its own registry), naming the engine this process runs (``warren_engine_build_info``)."""
+    from .. import __version__
+    from ..engine import BUILD, WHY
+
+    return Metrics(version=__version__, engine=BUILD, engine_why=WHY)
 
 
 LOADED_KEPT = 16  # scenarios (name and parameters) kept loaded, for every manager of the process
@@ -106,8 +123,11 @@ _libc: list[Any] = []
 
 
 class RunManager:
-    def __init__(self, config: ServerConfig, nursery: trio.Nursery, wallmap: WallMap) -> None:
+    def __init__(self, config: ServerConfig, nursery: trio.Nursery, wallmap: WallMap, *,
+                 metrics: Metrics | NoMetrics = NO_METRICS, tracer: Tracer | NoTracer = NO_TRACER) -> None:
         self.config = config
+        self.metrics = metrics  # the app's: each run's adjudications, journal writes and verdicts are counted there
+        self.tracer = tracer  # the app's: agent requests' spans (runtime.agent_ops reads them from the run)
         self.nursery = nursery
         self.wallmap = wallmap
         self.runs: dict[str, RunAPI] = {}
@@ -138,17 +158,27 @@ class RunManager:
                                   resume=self.config.resume)
             except (RestoreError, OSError, ValueError, KeyError, TypeError) as exc:
                 self.restore_errors.append(f"{path.name}: {exc}")
+                self._say(LogEvent("run.not_restored", f"{path.name} could not be restored: {exc}",
+                                   {"run_id": run_id, "error": str(exc)}, logging.ERROR))
                 continue
+            self._observe(run)
             if not self.config.resume:
                 run.finish("crashed", "server restarted", error="server restarted")
                 run.journal.close()
                 write_view(path, run.view())
                 self.runs[run_id] = self._stored(run_id, path, run.status)
+                self._say(LogEvent("run.ended", f"{run_id} ended: crashed (server restarted, --no-resume)",
+                                   {"run_id": run_id, "status": "crashed", "reason": "server restarted"},
+                                   logging.WARNING))
                 continue
             self.runs[run_id] = run
             self._resume_faults(run)
             self.nursery.start_soon(self._drive, run, name=f"warren run {run_id}")
-            self._say(f"{run_id} resumed: {run.config.scenario} seed {run.config.seed} at t={run.sim.time} ms")
+            self._say(LogEvent("run.resumed", f"{run_id} resumed: {run.config.scenario} seed {run.config.seed} at "
+                               f"t={run.sim.time} ms", {"run_id": run_id, "scenario": run.config.scenario,
+                                                        "seed": run.config.seed, "t": run.sim.time}))
+            if self.config.on_event is not None:
+                self.nursery.start_soon(self._report_lifecycle, run, self.config.on_event, True)
 
     def _resume_faults(self, run: Run) -> None:
         """A resumed run meets the faults its creation asked for (its journaled ``faults`` record), else the
@@ -163,7 +193,9 @@ class RunManager:
             self.restore_errors.append(f"{run.run_id}: its faults record cannot be read ({exc}); no faults")
 
     def _stored(self, run_id: str, path: Path, status: str) -> StoredRun:
-        return StoredRun(run_id, path, status, self._rebuild_ended, self.config.max_spectators)
+        stored = StoredRun(run_id, path, status, self._rebuild_ended, self.config.max_spectators)
+        stored.metrics, stored.tracer = self.metrics, self.tracer
+        return stored
 
     def _rebuild_ended(self, stored: StoredRun) -> Run:
         """An ended run rebuilt from its journal for an agent request; the last few are cached."""
@@ -173,6 +205,7 @@ class RunManager:
                               max_polls=self.config.max_polls_per_lease,
                               max_spectators=self.config.max_spectators, fsync=self.config.fsync)
             run.after_end_change = lambda: write_view(stored.path, run.view())
+            self._observe(run)
             if stored.leases is not None:  # ended in this process: its leases keep their own expiry
                 for aid, ra in run.remote.items():
                     ra.lease = stored.leases.get(aid)
@@ -197,9 +230,14 @@ class RunManager:
                 await trio.sleep(0)  # the waiters the end released go first
                 _give_back_memory()
 
-    def _say(self, line: str) -> None:
+    def _say(self, event: LogEvent) -> None:
         if self.config.on_event is not None:
-            self.config.on_event(line)
+            self.config.on_event(event)
+
+    def _observe(self, run: Run) -> None:
+        """Count the run's adjudications, journal writes and verdicts in the app's metrics; trace its requests."""
+        run.metrics = run.loop.metrics = run.journal.metrics = self.metrics
+        run.tracer = self.tracer
 
     def get(self, run_id: str) -> RunAPI:
         run = self.runs.get(run_id)
@@ -245,16 +283,21 @@ class RunManager:
         config = RunConfig(run_id, scenario, seed, tuple(controlled), body.npc_policy, body.pace,
                            body.decision_deadline_s, dict(loaded.params), self.config.lease_ttl,
                            self.config.max_polls_per_lease, self.config.max_spectators)
-        run = Run(config, sim, policies, Journal(path, fsync=self.config.fsync), self.wallmap,
+        journal = Journal(path, fsync=self.config.fsync)
+        journal.metrics = self.metrics  # before the run's first records are written
+        run = Run(config, sim, policies, journal, self.wallmap,
                   lease_file=lease_path(path) if path is not None else None)
+        self._observe(run)
         self.runs[run_id] = run
         plan = self.faults.start(run_id, faults, None if body.faults is None else body.faults.seed)
         if plan is not None:  # journaled, so that a restarted server injects the same faults into this run
             run.journal.append({"kind": "faults", "spec": plan.spec.text, "seed": plan.seed})
         self.nursery.start_soon(self._drive, run, name=f"warren run {run_id}")
         if self.config.on_event is not None:
-            self.config.on_event(f"{run_id} created: {scenario} seed {seed}, controlled "
-                                 f"{_shown(controlled) or 'none'}, npc_policy {body.npc_policy}")
+            self.config.on_event(LogEvent(
+                "run.created", f"{run_id} created: {scenario} seed {seed}, controlled {_shown(controlled) or 'none'}, "
+                f"npc_policy {body.npc_policy}", {"run_id": run_id, "scenario": scenario, "seed": seed,
+                                                  "controlled_agents": len(controlled), "npc_policy": body.npc_policy}))
             self.nursery.start_soon(self._report_lifecycle, run, self.config.on_event)
         return run
 
@@ -304,14 +347,19 @@ class RunManager:
         return list(chosen)
 
     @staticmethod
-    async def _report_lifecycle(run: Run, say: Callable[[str], None]) -> None:
-        """One line when the run starts and one when it ends, with its status and reason (``warren serve``)."""
+    async def _report_lifecycle(run: Run, say: Callable[[LogEvent], None], resumed: bool = False) -> None:
+        """One event when the run starts (not again for a resumed one) and one when it ends, with its status and
+        reason (``warren serve``)."""
+        rid = run.run_id
         await run.started.wait()
-        if not run.is_ended:
-            say(f"{run.run_id} started")
+        if not run.is_ended and not resumed:
+            say(LogEvent("run.started", f"{rid} started", {"run_id": rid}))
         await run.ended.wait()
         result = run.view().get("result") or {}
-        say(f"{run.run_id} ended: {run.status}" + (f" ({result['reason']})" if result.get("reason") else ""))
+        reason = result.get("reason")
+        say(LogEvent("run.ended", f"{rid} ended: {run.status}" + (f" ({reason})" if reason else ""),
+                     {"run_id": rid, "status": run.status, "reason": reason, "error": run.error,
+                      "sim_time_ms": run.sim.time}, logging.ERROR if run.status == "crashed" else logging.INFO))
 
     def list_views(self) -> list[dict[str, Any]]:
         return [r.view() for r in self.runs.values()]

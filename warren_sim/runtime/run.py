@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..engine import Batch, Observation, Policy, Simulation
+from ..observability.metrics import NO_METRICS, Metrics, NoMetrics
+from ..observability.tracing import NO_TRACER, NoTracer, Tracer
 from ..protocol.models import ControlledAgents, Receipt
 from ..protocol.verdicts import Judgement
 from .clock import WallMap
@@ -49,6 +51,9 @@ __all__ = ["Run", "RunConfig"]
 
 class Run:
     """A live run: its parts joined, and the one object the manager, the routes and restore hold."""
+
+    metrics: Metrics | NoMetrics = NO_METRICS  # the app's, set by the manager: verdicts counted by agent_ops
+    tracer: Tracer | NoTracer = NO_TRACER  # the app's, set by the manager: spans of agent requests (agent_ops)
 
     def __init__(self, config: RunConfig, sim: Simulation, policies: dict[str, Policy], journal: Journal,
                  wallmap: WallMap, *, lease_file: Path | None = None, restored: bool = False) -> None:

@@ -21,6 +21,8 @@ import orjson
 import trio
 
 from ..engine import Simulation
+from ..observability.metrics import NO_METRICS, Metrics, NoMetrics
+from ..observability.tracing import NO_TRACER, NoTracer, Tracer
 from ..protocol.models import ControlledAgents, Receipt
 from ..protocol.verdicts import Judgement
 from .errors import RunError, no_more_observations
@@ -50,6 +52,8 @@ class StoredRun:
     """An ended run answered from disk; agent requests go to ``rebuilt()`` (a :class:`Run` rebuilt on demand)."""
 
     is_ended = True
+    metrics: Metrics | NoMetrics = NO_METRICS  # the app's (set by the manager), as a live Run's: agent_ops uses them
+    tracer: Tracer | NoTracer = NO_TRACER
 
     def __init__(self, run_id: str, path: Path, status: str, rebuilt: Callable[[StoredRun], Run],
                  max_spectators: int) -> None:

@@ -1,0 +1,56 @@
+"""Schemathesis's stateful phase against a real `warren serve`, with nothing given but the document: the OpenAPI links
+(from the scenario list to a run's creation, from a run to its operations, from a claim to the agent's leased ones)
+carry it past the 404s of made-up ids into real runs. 0 failures, and the run and agent operations answer 2xx."""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+from pathlib import Path
+
+import pytest
+from reliability_helpers import Served
+from test_schemathesis_e2e import STREAMS, TOP, Size, _schemathesis
+from tiers import sizes
+
+pytest.importorskip("schemathesis")
+
+# Stateful only, scenarios of up to 12 steps, only the document's own links (not schemathesis's inferred ones)
+STATEFUL = TOP + "[phases.stateful]\nmax-steps = 12\n[phases.stateful.inference]\nalgorithms = []\n" + STREAMS
+REACHED = {("POST", "/v1/runs", 201), ("GET", "/v1/runs/R", 200), ("POST", "/v1/runs/R/agents/A/claim", 200)}
+# at least one of the leased operations, with the claim's lease
+LEASED = {("POST", "/v1/runs/R/agents/A/commands", 200), ("GET", "/v1/runs/R/agents/A/observations", 200),
+          ("GET", "/v1/runs/R/agents/A/observations", 204), ("GET", "/v1/runs/R/agents/A/briefing", 200),
+          ("POST", "/v1/runs/R/agents/A/release", 200)}
+
+
+def reached(reports: Path) -> collections.Counter[tuple[str, str, int]]:
+    """(method, path with ids replaced, status) of every request the reports recorded."""
+    seen: collections.Counter[tuple[str, str, int]] = collections.Counter()
+    for path in reports.glob("*.ndjson"):
+        for line in path.read_text().splitlines():
+            finished = json.loads(line).get("ScenarioFinished")
+            for i in ((finished or {}).get("recorder", {}).get("interactions") or {}).values():
+                where = re.sub(r"^https?://[^/]+", "", i["request"]["uri"].split("?")[0])
+                where = re.sub(r"/commands/[^/]+", "/commands/C", re.sub(r"/agents/[^/]+", "/agents/A",
+                                                                         re.sub(r"/v1/runs/[^/]+", "/v1/runs/R", where)))
+                seen[(i["request"]["method"], where, (i.get("response") or {}).get("status_code"))] += 1
+    return seen
+
+
+@sizes(quick=Size(10, "stateful", 30), ci=Size(25, "stateful", 100))
+def test_stateful_phase_follows_the_links_into_real_runs(tmp_path, size):
+    """`schemathesis run URL/v1/openapi.json --phases stateful`: 0 failures; runs are created from the scenario list,
+    read, claimed, and a claimed agent's leased operations answered."""
+    with Served(tmp_path, "--max-wait", "0.2") as s:
+        # the schema-valid request schemathesis found refused: params is JSON now (content: application/json)
+        assert s.http.get("/v1/scenarios/warren", params={"params": '{"agents": 20}'}).status_code == 200
+        requests, _ = _schemathesis(s, tmp_path, "stateful", STATEFUL, size)
+        code, err = s.stop()
+    assert code == 0 and "Traceback" not in err, err[-3000:]
+    seen = reached(tmp_path / "reports-stateful")
+    statuses = set(seen)
+    assert requests > size.min_requests
+    assert REACHED <= statuses, sorted(seen.items(), key=str)
+    assert LEASED & statuses, sorted(seen.items(), key=str)
