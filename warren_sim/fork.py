@@ -36,8 +36,8 @@ import attrs
 from .engine import Simulation, run_headless
 from .engine.policy import Policy
 from .engine.records import RUNTIME_KINDS
-from .replay import JournalError, strip
-from .scenarios import PolicyFactory, ScenarioError, instantiate, load_scenario
+from .replay import journal_origin, strip
+from .scenarios import PolicyFactory, instantiate
 
 __all__ = ["ForkError", "ForkPoint", "Forked", "fork_records", "parse_override", "run_fork"]
 
@@ -86,13 +86,6 @@ def parse_override(text: str) -> tuple[str, dict[str, Any]]:
         raise ForkError(f"--override {agent.strip()}: a command is a JSON object ({{\"noop\": true}}, "
                         f"{{\"sleep_ms\": 500}} or {{\"action\": ..., \"args\": {{...}}}}), got {raw!r}")
     return agent.strip(), command
-
-
-def _run_record(records: Sequence[dict[str, Any]], where: str) -> dict[str, Any]:
-    run = next((r for r in records if r.get("kind") == "run"), None)
-    if run is None:
-        raise JournalError(f"{where} has no 'run' record (the engine's first record); is it a WARREN journal?")
-    return run
 
 
 def _check_cursor(records: Sequence[dict[str, Any]], cursor: int, where: str) -> None:
@@ -201,18 +194,9 @@ def fork_records(records: Sequence[dict[str, Any]], cursor: int, policy: str | P
     :class:`~warren_sim.replay.JournalError` with a teaching message; builds nothing on disk.
     """
     records = list(records)
-    run = _run_record(records, where)
+    loaded, seed, parent = journal_origin(records, where)
+    scenario = loaded.spec.name
     _check_cursor(records, cursor, where)
-    try:
-        scenario, seed = str(run["scenario"]), int(run["seed"])
-        params = dict(run.get("params") or {})
-        parent = str(run["run_id"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise JournalError(f"{where}: its 'run' record lacks a valid {exc} (needs scenario, seed, run_id)") from None
-    try:
-        loaded = load_scenario(scenario, params)
-    except ScenarioError as exc:
-        raise JournalError(f"{where}: cannot load its scenario: {exc}") from None
     run_id = f"{parent}-fork" if run_id is None else run_id
     agents = {a.id for a in loaded.spec.agents}
     for agent in [*(overrides or {}), *controlled]:

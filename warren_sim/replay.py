@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 
 from .engine.records import RUNTIME_KINDS, RecordsError, parse_records
-from .scenarios import ScenarioError, instantiate, load_scenario
+from .scenarios import LoadedScenario, ScenarioError, instantiate, load_scenario
 
 __all__ = ["RUNTIME_KINDS", "Divergence", "JournalError", "ReplayResult", "replay_journal", "replay_records"]
 
@@ -95,7 +95,9 @@ def replay_journal(path: str | Path) -> ReplayResult:
     return replay_records(read_journal(path), str(path))
 
 
-def replay_records(records: list[dict[str, Any]], where: str = "the journal") -> ReplayResult:
+def journal_origin(records: list[dict[str, Any]], where: str = "the journal") -> tuple[LoadedScenario, int, str]:
+    """``(scenario loaded with its params, seed, run_id)`` from a journal's ``run`` record: what replaying or
+    forking it starts from; a :class:`JournalError` that says what is missing otherwise."""
     run = next((r for r in records if r["kind"] == "run"), None)
     if run is None:
         raise JournalError(f"{where} has no 'run' record (the engine's first record, naming scenario, seed and "
@@ -106,9 +108,14 @@ def replay_records(records: list[dict[str, Any]], where: str = "the journal") ->
     except (KeyError, TypeError, ValueError) as exc:
         raise JournalError(f"{where}: its 'run' record lacks a valid {exc} (needs scenario, seed, run_id)") from None
     try:
-        loaded = load_scenario(scenario, params)
+        return load_scenario(scenario, params), seed, run_id
     except ScenarioError as exc:
         raise JournalError(f"{where}: cannot load its scenario: {exc}") from None
+
+
+def replay_records(records: list[dict[str, Any]], where: str = "the journal") -> ReplayResult:
+    loaded, seed, run_id = journal_origin(records, where)
+    scenario = loaded.spec.name
 
     expected = [(r.get("cursor"), strip(r)) for r in records if r["kind"] not in RUNTIME_KINDS]
     commands: dict[str, dict[str, Any]] = {}
