@@ -137,7 +137,7 @@ def test_0_baseline(request):
     SEEN.update(threads=set(threading.enumerate()), sockets=sockets(), tmp=sorted(os.listdir(tempfile.gettempdir())))
 
 
-@pytest.mark.warren(rate=1000, max_wait_s=3600)  # a long-poll may wait an hour of the server's clock (3.6 s)
+@pytest.mark.warren(rate=1000, max_wait_s=3600, lease_ttl=7200)  # a long-poll may wait an hour of the clock (3.6 s): below the TTL, not capped
 def test_1_server_with_a_hanging_poll_a_crash_and_a_restart(warren_server):
     SEEN["data_dir"] = warren_server.data_dir
     assert warren_server.data_dir.is_dir() and len(threading.enumerate()) == len(SEEN["threads"]) + 1
