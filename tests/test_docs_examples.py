@@ -176,19 +176,24 @@ def shell_script(block: Block, page: Page) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_sh(block: Block, page: Page) -> None:
-    script = page.dir / f"block-{block.line}.sh"
-    script.write_text(shell_script(block, page), encoding="utf-8")
+def _run_logged(block: Block, page: Page, argv: list[str], what: str, shown: str = "") -> None:
+    """Run one block's program with its output logged; it must exit 0 within BLOCK_TIMEOUT_S."""
     log = page.dir / f"block-{block.line}.log"
-    proc = page.spawn(["bash", str(script)], log)
+    proc = page.spawn(argv, log)
     try:
         code = proc.wait(timeout=BLOCK_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         code = None
     output = log.read_text(encoding="utf-8", errors="replace")
     page.out.append(f"--- {block.where}\n{output}")
-    assert code == 0, (f"{block.where}: the shell block {'timed out' if code is None else f'exited {code}'}:\n"
-                       f"{script.read_text()}\n--- its output:\n{output[-4000:]}")
+    assert code == 0, (f"{block.where}: the {what} block {'timed out' if code is None else f'exited {code}'}:\n"
+                       f"{shown}{output[-4000:]}")
+
+
+def run_sh(block: Block, page: Page) -> None:
+    script = page.dir / f"block-{block.line}.sh"
+    script.write_text(shell_script(block, page), encoding="utf-8")
+    _run_logged(block, page, ["bash", str(script)], "shell", f"{script.read_text()}\n--- its output:\n")
 
 
 def run_python(block: Block, page: Page) -> None:
@@ -196,16 +201,7 @@ def run_python(block: Block, page: Page) -> None:
     path = page.dir / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(PORT.sub(lambda m: f"{m.group(1)}:{page.port}", block.text), encoding="utf-8")
-    log = page.dir / f"block-{block.line}.log"
-    proc = page.spawn([sys.executable, str(path)], log)
-    try:
-        code = proc.wait(timeout=BLOCK_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        code = None
-    output = log.read_text(encoding="utf-8", errors="replace")
-    page.out.append(f"--- {block.where}\n{output}")
-    assert code == 0, f"{block.where}: the python block {'timed out' if code is None else f'exited {code}'}:\n" \
-                      f"{output[-4000:]}"
+    _run_logged(block, page, [sys.executable, str(path)], "python")
 
 
 def check_data(block: Block) -> None:

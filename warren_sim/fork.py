@@ -34,6 +34,7 @@ from typing import Any
 import attrs
 
 from .engine import Simulation, run_headless
+from .engine.headless import tell_rejected
 from .engine.policy import Policy
 from .engine.records import RUNTIME_KINDS
 from .replay import journal_origin, strip
@@ -177,11 +178,8 @@ class _Bringer:
                 "recall(observation, command) to be told what happened; give that agent a policy that has one "
                 f"(--policy {obs.agent_id}=none, or add recall to yours: docs/policies.md), or fork at an "
                 "earlier cursor")
-        if invalid is not None:
-            hook = getattr(policy, "on_receipt", None)
-            if callable(hook) and not (isinstance(answer, dict) and "invalid" in answer):
-                hook({"command_id": None, "observation_id": obs.observation_id, "status": "rejected",
-                      "detail": invalid.get("error", ""), "outcome": None, "outcome_reason": ""})
+        if invalid is not None:  # the rules refused its answer then: it hears so again, as headless runs tell it
+            tell_rejected(policy, obs.observation_id, answer, str(invalid.get("error", "")))
 
 
 def fork_records(records: Sequence[dict[str, Any]], cursor: int, policy: str | PolicyFactory = "solution", *,

@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from ..scenarios import ParamText, PolicyFactory, ScenarioError, load_scenario, resolve_policy
 
@@ -165,6 +166,37 @@ def tokens_line(policies: Any) -> str | None:
     if tokens is None:
         return None
     return f"tokens: {tokens['prompt']:,} prompt + {tokens['completion']:,} completion"
+
+
+def open_trace(path: Path | None) -> TextIO | None:
+    """``--trace PATH`` opened for writing (the caller closes it), None without one; a usage error if it cannot be."""
+    try:
+        return open(path, "w", encoding="utf-8") if path else None  # noqa: SIM115
+    except OSError as exc:
+        raise UsageError(f"--trace: cannot write {path}: {exc.strerror or exc}") from None
+
+
+def print_headless_summary(summary: dict[str, Any], wall: float, *, wall_note: str = "",
+                           between: Sequence[str] = (), after: Sequence[str] = (), policies: Any = (),
+                           trace: Path | None = None, records: int = 0) -> None:
+    """What ``warren run`` and ``warren fork`` print when a headless run ends: its status, ``between`` lines,
+    each objective, the sim time and decision rate over ``wall`` s, ``after`` lines, the tokens, the trace."""
+    print(f"{summary['scenario']} seed {summary['seed']}: {summary['status']} ({summary['reason']})")
+    for line in between:
+        print(line)
+    for o in summary["objectives"]:
+        p = o["progress"]
+        print(f"  objective {o['id']:<12} {o['status']:<10} {p['current']}/{p['target']}  {o['description']}")
+    rate = summary["decisions"] / wall if wall > 0 else float("inf")
+    print(f"  sim time {summary['sim_time_ms'] / 1000:.1f}s, {summary['decisions']} decisions, "
+          f"wall {wall:.3f}s{wall_note}, {rate:,.0f} decisions/s")
+    for line in after:
+        print(line)
+    tokens = tokens_line(policies)
+    if tokens is not None:
+        print(f"  {tokens}")
+    if trace:
+        print(f"  trace: {trace} ({records} records)")
 
 
 def remote_command(command: Any) -> tuple[Any, str | None]:

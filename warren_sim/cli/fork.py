@@ -24,9 +24,10 @@ from ._common import (
     add_scenarios_option,
     apply_llm_options,
     apply_scenarios_option,
+    open_trace,
     policy_text,
+    print_headless_summary,
     subparser,
-    tokens_line,
 )
 
 
@@ -66,10 +67,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
                               where=str(args.journal))
     except (ForkError, JournalError, ScenarioError) as exc:
         raise UsageError(str(exc)) from None
-    try:
-        out = open(args.trace, "w", encoding="utf-8") if args.trace else None  # noqa: SIM115
-    except OSError as exc:
-        raise UsageError(f"--trace: cannot write {args.trace}: {exc.strerror or exc}") from None
+    out = open_trace(args.trace)
     writer = TraceWriter(out)
     writer.write(forked.records)
     started = wall_seconds()
@@ -85,19 +83,9 @@ def cmd_fork(args: argparse.Namespace) -> int:
             out.close()
     wall = wall_seconds() - started
     point = forked.point
-    print(f"{summary['scenario']} seed {summary['seed']}: {summary['status']} ({summary['reason']})")
-    print(f"  forked from {point.run_id} at cursor {point.cursor}: batch boundary {point.batch_cursor} "
-          f"(after {point.batches} batches, t={point.t / 1000:.1f}s)"
-          + (f"; overrides: {', '.join(sorted(overrides))}" if overrides else ""))
-    for o in summary["objectives"]:
-        p = o["progress"]
-        print(f"  objective {o['id']:<12} {o['status']:<10} {p['current']}/{p['target']}  {o['description']}")
-    rate = summary["decisions"] / wall if wall > 0 else float("inf")
-    print(f"  sim time {summary['sim_time_ms'] / 1000:.1f}s, {summary['decisions']} decisions, "
-          f"wall {wall:.3f}s after the fork point, {rate:,.0f} decisions/s")
-    tokens = tokens_line(forked.policies.values())
-    if tokens is not None:
-        print(f"  {tokens}")
-    if args.trace:
-        print(f"  trace: {args.trace} ({writer.cursor} records)")
+    where = (f"  forked from {point.run_id} at cursor {point.cursor}: batch boundary {point.batch_cursor} "
+             f"(after {point.batches} batches, t={point.t / 1000:.1f}s)"
+             + (f"; overrides: {', '.join(sorted(overrides))}" if overrides else ""))
+    print_headless_summary(summary, wall, wall_note=" after the fork point", between=[where],
+                           policies=forked.policies.values(), trace=args.trace, records=writer.cursor)
     return EXIT_OK if summary["status"] == "completed" else EXIT_FAILED

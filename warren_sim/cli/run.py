@@ -27,8 +27,9 @@ from ._common import (
     apply_llm_options,
     apply_scenarios_option,
     cli_params,
+    open_trace,
+    print_headless_summary,
     subparser,
-    tokens_line,
 )
 
 
@@ -82,10 +83,7 @@ def run_command(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         erase()
         raise UsageError(str(exc)) from None
-    try:
-        out = open(args.trace, "w", encoding="utf-8") if args.trace else None  # noqa: SIM115
-    except OSError as exc:
-        raise UsageError(f"--trace: cannot write {args.trace}: {exc.strerror or exc}") from None
+    out = open_trace(args.trace)
     writer = TraceWriter(out)
     started = wall_seconds()
     erase()
@@ -107,17 +105,7 @@ def run_command(args: argparse.Namespace) -> int:
             out.close()
     ended = wall_seconds()
     wall, setup = ended - started, started - began
-    rate = summary["decisions"] / wall if wall > 0 else float("inf")
-    print(f"{args.scenario} seed {args.seed}: {summary['status']} ({summary['reason']})")
-    for o in summary["objectives"]:
-        p = o["progress"]
-        print(f"  objective {o['id']:<12} {o['status']:<10} {p['current']}/{p['target']}  {o['description']}")
-    print(f"  sim time {summary['sim_time_ms'] / 1000:.1f}s, {summary['decisions']} decisions, "
-          f"wall {wall:.3f}s, {rate:,.0f} decisions/s")
-    print(f"  setup {setup:.3f}s (loading the world, building its policies), {setup + wall:.3f}s in all")
-    tokens = tokens_line(policies.values())
-    if tokens is not None:
-        print(f"  {tokens}")
-    if args.trace:
-        print(f"  trace: {args.trace} ({writer.cursor} records)")
+    print_headless_summary(summary, wall, policies=policies.values(), trace=args.trace, records=writer.cursor,
+                           after=[f"  setup {setup:.3f}s (loading the world, building its policies), "
+                                  f"{setup + wall:.3f}s in all"])
     return EXIT_OK if summary["status"] == "completed" else EXIT_FAILED

@@ -39,7 +39,7 @@ def answer_or_noop(sim: Simulation, agent_id: str, observation_id: str,
                         "command": answer, "error": err}
 
 
-def _tell_rejected(policy: Any, observation_id: str, answer: Any, error: str) -> None:
+def tell_rejected(policy: Any, observation_id: str, answer: Any, error: str) -> None:
     """A policy with ``on_receipt`` (the remote clients' hook, docs/policies.md) hears that the rules refused
     its command, as a remote one would from its receipt; its own ``{"invalid": ...}`` it knows already."""
     hook = getattr(policy, "on_receipt", None)
@@ -66,7 +66,7 @@ def run_headless(sim: Simulation, policies: Mapping[str, Policy], *,
             if invalid is not None:
                 sim.answer(obs.agent_id, command, source="invalid")
                 sim.emit(invalid)
-                _tell_rejected(policy, obs.observation_id, answer, invalid["error"])
+                tell_rejected(policy, obs.observation_id, answer, invalid["error"])
             else:
                 sim.answer(obs.agent_id, command)
         sim.adjudicate()
