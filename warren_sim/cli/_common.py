@@ -178,10 +178,13 @@ def open_trace(path: Path | None) -> TextIO | None:
 
 def print_headless_summary(summary: dict[str, Any], wall: float, *, wall_note: str = "",
                            between: Sequence[str] = (), after: Sequence[str] = (), policies: Any = (),
-                           trace: Path | None = None, records: int = 0) -> None:
+                           trace: Path | None = None, records: int = 0, name: str | None = None) -> None:
     """What ``warren run`` and ``warren fork`` print when a headless run ends: its status, ``between`` lines,
-    each objective, the sim time and decision rate over ``wall`` s, ``after`` lines, the tokens, the trace."""
-    print(f"{summary['scenario']} seed {summary['seed']}: {summary['status']} ({summary['reason']})")
+    each objective, the sim time and decision rate over ``wall`` s, ``after`` lines, the tokens, the trace.
+
+    ``name`` is the scenario as the user named it (a directory found by ``--scenarios`` may hold a world
+    whose own name differs); without it, the world's name."""
+    print(f"{name or summary['scenario']} seed {summary['seed']}: {summary['status']} ({summary['reason']})")
     for line in between:
         print(line)
     for o in summary["objectives"]:

@@ -105,7 +105,8 @@ def run_command(args: argparse.Namespace) -> int:
             out.close()
     ended = wall_seconds()
     wall, setup = ended - started, started - began
-    print_headless_summary(summary, wall, policies=policies.values(), trace=args.trace, records=writer.cursor,
+    print_headless_summary(summary, wall, name=args.scenario, policies=policies.values(), trace=args.trace,
+                           records=writer.cursor,
                            after=[f"  setup {setup:.3f}s (loading the world, building its policies), "
                                   f"{setup + wall:.3f}s in all"])
     return EXIT_OK if summary["status"] == "completed" else EXIT_FAILED
