@@ -31,7 +31,7 @@ from ..protocol.models import TERMINAL_RUN_STATUSES, ControlledAgents, RoleSelec
 from ..scenarios import LoadedScenario, ScenarioError, instantiate, list_scenarios, load_scenario, npc_team
 from ..scenarios.loader import find_scenario
 from .api import RunAPI
-from .clock import WallMap
+from .clock import WallMap, unix_now
 from .errors import RunError
 from .faults import FaultInjector, FaultSpec, FaultSpecError, as_fault_spec, parse_faults
 from .journal import Journal
@@ -80,7 +80,7 @@ def new_metrics() -> Metrics:
     from .. import __version__
     from ..engine import BUILD, WHY
 
-    return Metrics(version=__version__, engine=BUILD, engine_why=WHY)
+    return Metrics(version=__version__, engine=BUILD, engine_why=WHY, now=unix_now)
 
 
 LOADED_KEPT = 16  # scenarios (name and parameters) kept loaded, for every manager of the process
