@@ -376,18 +376,32 @@ WS_PARTS = ("busy", "you", "place", "objectives")
 PARTS_OF = {"warren": WS_PARTS, "warren_trips": WS_PARTS, "echo": ("you",)}
 
 
-class WsAgents:
-    """Leases and policies of one run's agents; an agent's policy may arrive after its first envelope."""
+class SleepPolicy:
+    """``--answer sleep`` (issue 30's workload): every observation answered with ``{"sleep_ms": 1}``, so every
+    agent wakes in every batch; its client takes the default subscription (every part: text, affordances and
+    all), as a user's agent that reads its whole observation would."""
 
-    def __init__(self, run_id: str, sol: Any, parts: tuple[str, ...] = WS_PARTS) -> None:
-        self.run_id, self.sol, self.parts = run_id, sol, list(parts)
+    def decide(self, obs: Any) -> dict[str, Any]:
+        return {"sleep_ms": 1}
+
+
+class WsAgents:
+    """Leases and policies of one run's agents; an agent's policy may arrive after its first envelope.
+    ``parts=None``: claim with the default subscription and answer every observation with ``{"sleep_ms": 1}``."""
+
+    def __init__(self, run_id: str, sol: Any, parts: tuple[str, ...] | None = WS_PARTS) -> None:
+        self.run_id, self.sol, self.parts = run_id, sol, None if parts is None else list(parts)
         self.ready: dict[str, tuple[str, Any]] = {}
         self.events: dict[str, trio.Event] = {}
 
     async def setup(self, rpc: RpcClient, aid: str) -> None:
-        claim = await rpc.call("agent.claim", {"run_id": self.run_id, "agent_id": aid, "parts": self.parts})
+        params: dict[str, Any] = {"run_id": self.run_id, "agent_id": aid}
+        if self.parts is not None:
+            params["parts"] = self.parts
+        claim = await rpc.call("agent.claim", params)
         brief = await rpc.call("agent.briefing", {"run_id": self.run_id, "agent_id": aid, "lease": claim["lease"]})
-        self.ready[aid] = (claim["lease"], self.sol.make_policy(aid, brief["role"], brief))
+        policy = SleepPolicy() if self.parts is None else self.sol.make_policy(aid, brief["role"], brief)
+        self.ready[aid] = (claim["lease"], policy)
         self.events.setdefault(aid, trio.Event()).set()
 
     async def get(self, aid: str) -> tuple[str, Any]:
@@ -461,7 +475,7 @@ async def ws_agents(args: argparse.Namespace) -> dict[str, Any]:
             r.raise_for_status()
             run_id = r.json()["run_id"]
             tally.runs += 1
-            agents = WsAgents(run_id, sol, PARTS_OF[scenario])
+            agents = WsAgents(run_id, sol, None if args.answer == "sleep" else PARTS_OF[scenario])
             with trio.move_on_at(window_end) as window:
                 async with trio.open_nursery() as conns:  # the connections live as long as the run
                     if one:
@@ -487,7 +501,8 @@ async def ws_agents(args: argparse.Namespace) -> dict[str, Any]:
                 tally.runs_cut += 1
                 with trio.move_on_after(10):
                     await send(http, "DELETE", f"/v1/runs/{run_id}")
-    return tally.result(mode="ws-agents", connections=args.connections, agents=k, scenario=scenario, **extra)
+    return tally.result(mode="ws-agents", connections=args.connections, agents=k, scenario=scenario,
+                        answer=args.answer, **extra)
 
 
 async def ws_runs(args: argparse.Namespace) -> dict[str, Any]:
@@ -979,6 +994,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scenario", choices=("warren", "echo"), default="warren",
                    help="ws-agents, http-agents: the scenario played (echo: bench/scenarios/echo, every agent in "
                         "every batch, a trivial answer each; --seeds picks warren_trips instead)")
+    p.add_argument("--answer", choices=("policy", "sleep"), default="policy",
+                   help="ws-agents: the scenario's solution policy on the parts it reads (default), or every "
+                        "observation answered with {\"sleep_ms\": 1} on the default subscription (issue 30)")
     p.add_argument("--steps", type=int, default=0, help="--scenario echo: ticks a run (default: the scenario's)")
     p.add_argument("--max-runs", type=int, default=MAX_RUNS)
     p.add_argument("--next-wait", action="store_true",

@@ -21,6 +21,13 @@ agents' shifts spread the wakes (1.7 agents a batch):
 - ``ws-1-trips``    one agent playing ``warren_trips`` with 32 seeds (about 128 decisions a run);
 - ``ws-1-warren``   one agent on plain ``warren`` (4 decisions a run): what the episode costs.
 
+and issue 30's workload, judged by its own targets: the cost of a real decision, the world's work included:
+
+- ``ws-one-sleep``  64 ``warren`` agents on one WebSocket, each answering every observation with
+  ``{"sleep_ms": 1}`` (so every agent wakes in every batch), on the default subscription (every part: text,
+  affordances and all);
+- ``ws-1-sleep``    the same with one agent.
+
 WebSocket agents subscribe to the observation fields their policy reads (``agent.claim``'s ``parts``; echo's
 reads none and takes ``you``), so the server builds no text and no affordances for them.
 
@@ -31,7 +38,9 @@ line that says how to install it.
 
 Targets (judged on echo): ``ws-one`` >= 3 x ``http``; ``ws-one`` >= ``openenv-64`` decisions/s; ``ws-1`` >= 0.5 x
 ``openenv-1``; server CPU per decision of ``ws-one`` <= OpenEnv's per step at 64 sessions. The same ratios of the
-warren rows follow as reported lines (``reported:``), not verdicts on the issue.
+warren rows follow as reported lines (``reported:``), not verdicts on the issue. Issue 30's: ``ws-one-sleep`` >=
+1.25 x ``openenv-64``, ``ws-1-sleep`` >= 0.75 x ``openenv-1``, server CPU per decision of ``ws-one-sleep`` <=
+OpenEnv's per step at 64.
 """
 
 from __future__ import annotations
@@ -67,10 +76,12 @@ MODES = {"http": ("http-agents", *ECHO),
          "ws-one-warren": ("ws-agents", "--connections", "one"),
          "ws-64runs": ("ws-runs", "--seeds", str(TRIPS)),
          "ws-1-trips": ("ws-agents", "--connections", "one", "--seeds", str(TRIPS)),
-         "ws-1-warren": ("ws-agents", "--connections", "one")}
+         "ws-1-warren": ("ws-agents", "--connections", "one"),
+         "ws-one-sleep": ("ws-agents", "--connections", "one", "--answer", "sleep"),
+         "ws-1-sleep": ("ws-agents", "--connections", "one", "--answer", "sleep")}
 HTTP_OF = {"http": "http", "ws-one": "http", "ws-many": "http", "ws-1": "http"}  # the rest: http-warren
-FULL_ONLY = ("http-warren", "ws-one-warren", "ws-64runs", "ws-1-warren")
-AGENTS_OF = {"ws-1": 1, "ws-1-trips": 1, "ws-1-warren": 1, "openenv-64": AGENTS, "openenv-1": 1}
+FULL_ONLY = ("http-warren", "ws-one-warren", "ws-64runs", "ws-1-warren", "ws-1-sleep")
+AGENTS_OF = {"ws-1": 1, "ws-1-trips": 1, "ws-1-warren": 1, "ws-1-sleep": 1, "openenv-64": AGENTS, "openenv-1": 1}
 PEER_MODES = ("openenv-64", "openenv-1")
 
 
@@ -107,7 +118,10 @@ def run(opts: Options) -> dict[str, Any]:
              "dps64runs": ("ws-64runs", "openenv-64", "decisions_per_s"),
              "cpu64runs": ("ws-64runs", "openenv-64", "server_cpu_us_per_decision"),
              "dps1trips": ("ws-1-trips", "openenv-1", "decisions_per_s"),
-             "cpu64warren": ("ws-one-warren", "openenv-64", "server_cpu_us_per_decision")}
+             "cpu64warren": ("ws-one-warren", "openenv-64", "server_cpu_us_per_decision"),
+             "dps64sleep": ("ws-one-sleep", "openenv-64", "decisions_per_s"),
+             "dps1sleep": ("ws-1-sleep", "openenv-1", "decisions_per_s"),
+             "cpu64sleep": ("ws-one-sleep", "openenv-64", "server_cpu_us_per_decision")}
     ratios: dict[str, list[float]] = {k: [] for k in pairs}
     with tempfile.TemporaryDirectory(prefix="warren-bench-openenv-") as tmp, warren_serve(*SCENARIOS) as warren:
         peer_root = None if why_no_peer else openenv_peer.generate(Path(tmp), AGENTS)
@@ -178,6 +192,15 @@ def run(opts: Options) -> dict[str, Any]:
                 ("dps1trips", "reported: WS 1 agent on warren_trips vs OpenEnv 1 session", ">=", 0.5)):
             if ratios[k]:
                 targets.append(target(name, med(k), op, want, "x"))
+        # issue 30: a real world's decision (observation, text, affordances, adjudication) against OpenEnv's echo
+        for k, name, op, want in (
+                ("dps64sleep", "WS 64 warren agents answering sleep_ms 1, all parts, one connection vs OpenEnv 64",
+                 ">=", 1.25),
+                ("dps1sleep", "WS 1 warren agent answering sleep_ms 1, all parts vs OpenEnv 1", ">=", 0.75),
+                ("cpu64sleep", "server CPU per decision, WS 64 warren agents answering sleep_ms 1 / OpenEnv 64",
+                 "<=", 1.0)):
+            if ratios[k]:
+                targets.append(target(name, med(k), op, want, "x"))
     targets_table(targets)
     out: dict[str, Any] = {"results": results, "targets": targets, "peer_skipped": why_no_peer,
                            "ratios": {k: summary(v) for k, v in ratios.items() if v}}
@@ -186,11 +209,15 @@ def run(opts: Options) -> dict[str, Any]:
     return out
 
 
-def profile_server(opts: Options, duration: float) -> str:
+def profile_server(opts: Options, duration: float) -> dict[str, str]:
+    """The server under pyinstrument for one row each: ``ws-one`` (echo) and issue 30's ``ws-one-sleep``."""
     opts.out.mkdir(parents=True, exist_ok=True)
-    path = opts.out / "ws_profile_server.txt"
-    with warren_serve(*SCENARIOS, profile_to=path) as warren:
-        measure("ws-one", warren.url, warren.pid, duration)
-    trim_profile(path)
-    print(f"profile: {path}")
-    return str(path)
+    paths = {}
+    for mode, name in (("ws-one", "ws_profile_server.txt"), ("ws-one-sleep", "ws_profile_server_sleep.txt")):
+        path = opts.out / name
+        with warren_serve(*SCENARIOS, profile_to=path) as warren:
+            measure(mode, warren.url, warren.pid, duration)
+        trim_profile(path)
+        print(f"profile: {path}")
+        paths[mode] = str(path)
+    return paths
