@@ -16,6 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from bench import common
 from bench.common import REPO, MissingExtra, Options, clean_floats, machine, write_json
 from warren_sim.runtime.clock import wall_seconds
 
@@ -49,7 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scrape", type=float, metavar="S",
                    help="protocol: scrape the server's GET /metrics every S seconds while it is measured (the cost "
                         "of metrics to the hot path: compare with a run without it; bench/RESULTS.md)")
+    p.add_argument("--no-metrics", action="store_true",
+                   help="serve warren with --no-metrics (the cost of metrics: compare with a run without it)")
     args = p.parse_args(argv)
+    if args.no_metrics:
+        common.SERVE_EXTRA.append("--no-metrics")
     unknown = [n for n in args.names if n not in NAMES]
     if unknown:
         p.error(f"unknown benchmark {', '.join(unknown)}; choose from {', '.join(NAMES)}")

@@ -285,13 +285,18 @@ def bench_env() -> dict[str, str]:
     return env
 
 
+#: options every ``warren serve`` of this bench process gets (``python -m bench --no-metrics``: the servers
+#: run with ``--no-metrics``, to compare with a run without it)
+SERVE_EXTRA: list[str] = []
+
+
 def warren_serve(*extra: str, profile_to: Path | None = None) -> ServerProcess:
     """``warren serve --port 0`` (the real CLI) with a throwaway data directory."""
     prefix = [sys.executable]
     if profile_to is not None:
         prefix += ["-m", "pyinstrument", "-r", "text", "--show-all", "-o", str(profile_to)]
     return ServerProcess([*prefix, "-m", "warren_sim.cli", "serve", "--port", "0", "--data-dir", "{dir}/data",
-                          *extra], name="warren-serve")
+                          *SERVE_EXTRA, *extra], name="warren-serve")
 
 
 def trim_profile(path: Path, min_share: float = 0.005) -> None:
