@@ -147,3 +147,48 @@ def test_operations_doc_lists_every_metric():
     for name in DOCUMENTED:
         assert any(n == name or n.startswith(name + "_") for n in listed), name
     assert "scrape_configs" in text and "metrics_path: /metrics" in text
+
+
+def test_counted_families_are_what_prometheus_clients_own_metrics_write():
+    """The plain-number counting (Metrics) scrapes as the same families, samples and values as prometheus_client's
+    own Counter and Histogram given the same observations (only the ``_created`` timestamps differ), including a
+    value on a bucket's bound (``le`` is less than or equal) and one past the last."""
+    from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+    from warren_sim.observability import metrics as m
+    from warren_sim.runtime.clock import unix_now
+
+    ours = m.Metrics(version="v", engine="compiled", now=unix_now)
+    reg = CollectorRegistry()
+    requests = Histogram("warren_request_duration_seconds", m.REQUESTS_HELP, ["transport", "route"],
+                         buckets=m.REQUEST_BUCKETS, registry=reg)
+    decisions = Counter("warren_decisions", m.DECISIONS_HELP, ["verdict", "transport"], registry=reg)
+    adjudication = Histogram("warren_batch_adjudication_seconds", m.ADJUDICATION_HELP,
+                             buckets=m.ADJUDICATION_BUCKETS, registry=reg)
+    written = Counter("warren_journal_written_bytes", m.JOURNAL_HELP, registry=reg)
+    fsync = Histogram("warren_journal_fsync_seconds", m.FSYNC_HELP, buckets=m.FSYNC_BUCKETS, registry=reg)
+    for seconds, route in ((0.0003, "agent.submit"), (0.001, "agent.submit"), (75.0, "agent.claim"),
+                           (0.0, SUBMIT)):
+        ours.request(route, "ws", seconds, verdict="accepted")
+        requests.labels("ws", route).observe(seconds)
+        decisions.labels("accepted", "ws").inc()
+    ours.decision("stale", "http", 3)
+    decisions.labels("stale", "http").inc(3)
+    for seconds in (0.00005, 0.3, 9.0):
+        ours.adjudicated(seconds)
+        adjudication.observe(seconds)
+        ours.fsynced(seconds)
+        fsync.observe(seconds)
+    ours.journal_written(1234)
+    written.inc(1234)
+
+    def samples(text: str) -> dict[str, list[tuple[str, tuple[tuple[str, str], ...], float]]]:
+        return {f.name: sorted((s.name, tuple(sorted(s.labels.items())), s.value) for s in f.samples
+                               if not s.name.endswith("_created"))
+                for f in text_string_to_metric_families(text)}
+
+    theirs = samples(generate_latest(reg).decode())
+    mine = samples(ours.exposition()[0].decode())
+    assert theirs and all(mine[name] == got for name, got in theirs.items())
+    assert value(parse(ours.exposition()[0].decode()), "warren_decisions_created", verdict="stale",
+                 transport="http") > 0
