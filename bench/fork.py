@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, Options, bench_env, fmt_stat, print_table, summary, target, targets_table
-from warren_sim.engine import BUILD, Simulation
+from warren_sim.engine import BUILD, Simulation, run_headless
 from warren_sim.engine.policy import fork_policies
 from warren_sim.runtime.clock import wall_seconds
 from warren_sim.scenarios import instantiate, load_scenario
@@ -37,18 +37,8 @@ STEP_RATIO_TARGET = 1.25
 JOURNAL_RATIO_TARGET = 0.25
 
 
-def _batch(sim: Simulation, policies: dict[str, Any]) -> None:
-    batch = sim.advance()
-    if batch is None:
-        return
-    for obs in batch.observations:
-        sim.answer(obs.agent_id, policies[obs.agent_id].decide(obs))
-    sim.adjudicate()
-
-
 def _step(sim: Simulation, policies: dict[str, Any]) -> None:
-    for _ in range(STEP_BATCHES):
-        _batch(sim, policies)
+    run_headless(sim, policies, max_batches=STEP_BATCHES)
 
 
 def _timed(fn: Any, *args: Any) -> float:
@@ -59,8 +49,7 @@ def _timed(fn: Any, *args: Any) -> float:
 
 def in_process(reps: int, forks: int) -> dict[str, Any]:
     sim, policies = instantiate(load_scenario("warren", {"agents": AGENTS}), 0, "solution", record=False)
-    for _ in range(WARMUP_BATCHES):
-        _batch(sim, policies)
+    run_headless(sim, policies, max_batches=WARMUP_BATCHES)
     gc.collect()
     fork_rate, with_policies, batch_s, after, without, ratios = [], [], [], [], [], []
     for rep in range(reps):

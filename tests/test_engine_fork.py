@@ -31,13 +31,8 @@ def _start(scenario: str, seed: int, policy: str = "solution") -> tuple[Simulati
 
 
 def _batches(sim: Simulation, policies: dict[str, Any], n: int) -> None:
-    for _ in range(n):
-        batch = sim.advance()
-        if batch is None:
-            return
-        for obs in batch.observations:
-            sim.answer(obs.agent_id, policies[obs.agent_id].decide(obs))
-        sim.adjudicate()
+    if n:
+        run_headless(sim, policies, max_batches=n)
 
 
 def _to_end(sim: Simulation, policies: dict[str, Any]) -> str:
