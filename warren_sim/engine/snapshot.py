@@ -258,3 +258,46 @@ def fork_simulation(sim: Sim) -> Sim:
     new._heap, new._next_seq = new.sched.heap, new.sched.next_seq
     forked: Sim = new
     return forked
+
+
+# -- a run's state as plain objects, for a snapshot kept beside its journal (warren_sim/journal_snapshots.py) --
+GIVEN = ("spec", "seed", "run_id")  # what a restored run's constructor is given (the fork's own id among them)
+
+
+def state_of(sim: Perceivable) -> dict[str, Any]:
+    """Everything a run's future depends on, at a batch boundary, as picklable objects: the run's own (not copies),
+    so serialize it before the run moves. The same tables as ``fork_simulation``, so nothing is left behind."""
+    old: Any = sim
+    if old.pending or old.batch is not None or old.records:
+        raise ValueError("a snapshot is taken at a batch boundary with the records drained (after adjudicate() "
+                         "and drain_records())")
+    out: dict[str, Any] = {}
+    for name, how in SIMULATION.items():
+        if how == FRESH or name in GIVEN:
+            continue
+        value = getattr(old, name)
+        if name == "world":
+            value = {n: getattr(value, n) for n, h in WORLD.items() if h != FRESH}
+        elif name == "sched":
+            value = {"heap": value.heap, "next_seq": _next_seq(value.next_seq)()}
+        out[name] = value
+    return out
+
+
+def restore(sim: Sim, state: dict[str, Any]) -> Sim:
+    """Put ``state`` (from :func:`state_of`, unpickled: objects of their own) into ``sim``, freshly made from the
+    same spec and seed with ``record=False``; returns it."""
+    new: Any = sim
+    for name, value in state.items():
+        if name == "world":
+            for n, v in value.items():
+                setattr(new.world, n, v)
+        elif name == "sched":
+            new.sched.heap = list(value["heap"])
+            new.sched.next_seq = count(int(value["next_seq"])).__next__
+        elif name == "rng":
+            new.rng.setstate(value.getstate())
+        else:
+            setattr(new, name, value)
+    new._heap, new._next_seq = new.sched.heap, new.sched.next_seq
+    return sim
