@@ -38,8 +38,10 @@ def _fork(trace: Path, cursor: int, out: Path, policy: str, *extra: str) -> tupl
 
 
 def _cursors(trace: Path, snaps: list[int]) -> list[int]:
+    """The first and last cursors, and cursors around a few snapshots (the first two, a middle one, the last)."""
     last = trace.read_bytes().count(b"\n") - 1
-    around = {c + d for c in snaps for d in (-1, 0, 1, 2, 7)}
+    some = {*snaps[:2], snaps[len(snaps) // 2], snaps[-1]}
+    around = {c + d for c in some for d in (-1, 0, 1, 2, 7)}
     return sorted({0, 1, last - 1, last, *around} & set(range(last + 1)))
 
 

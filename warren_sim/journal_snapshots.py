@@ -207,17 +207,37 @@ def _load(path: Path, solution: Any) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
+def _records_after(data: bytes, offset: int, c: int, cursor: int, where: str) -> tuple[list[dict[str, Any]], int]:
+    """The journal's records after the snapshot (cursor ``c``, ending at byte ``offset``) that a fork at ``cursor``
+    needs: up to the first batch that begins after it (the walk stops there), and the journal's last cursor.
+
+    A headless journal numbers its records in order, so the cursor's line is found by counting lines; the
+    ``batch`` record after it by its bytes (``"kind":"batch"`` cannot occur inside a JSON string, where quotes are
+    escaped). Any doubt (the records numbered otherwise) reads them all."""
+    tail = data.rstrip(b"\n")
+    last_line = tail[tail.rfind(b"\n") + 1:]
+    last = parse_records(last_line.decode("utf-8"), where)[-1].get("cursor") if last_line else c
+    pos = offset
+    for _ in range(max(0, cursor - c)):
+        pos = data.find(b"\n", pos) + 1
+        if pos == 0:
+            break
+    end = data.find(b'"kind":"batch"', pos) if pos else -1
+    end = len(data) if end < 0 else data.find(b"\n", end) + 1 or len(data)
+    after = parse_records(data[offset:end].decode("utf-8"), where)
+    if after and after[-1].get("cursor") != c + len(after):  # numbered otherwise: read them all
+        after = parse_records(data[offset:].decode("utf-8"), where)
+    return after, int(last) if isinstance(last, int) else c
+
+
 def _fork_at(data: bytes, offset: int, snap: dict[str, Any], again: Callable[[], dict[str, Any] | None],
              loaded: LoadedScenario, seed: int, parent: str, cursor: int,
              overrides: Mapping[str, dict[str, Any]] | None, where: str) -> JournalFork | None:
-    after = parse_records(data[offset:].decode("utf-8"), where)
     c = int(snap["cursor"])
+    after, last = _records_after(data, offset, c, cursor, where)
     if after and after[0].get("cursor") != c + 1:
         return None
-    if not after and cursor > c:
-        _check_cursor([{"cursor": c}], cursor, where)
-    if after:
-        _check_cursor(after, cursor, where)
+    _check_cursor([{"cursor": last}], cursor, where)
     check_agents(loaded.spec, list(overrides or {}))
     run_id = f"{parent}-fork"
 
