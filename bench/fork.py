@@ -35,7 +35,7 @@ from warren_sim.scenarios import instantiate, load_scenario
 
 AGENTS = 1000
 WARMUP_BATCHES = 100
-STEP_BATCHES = 10  # one "step": a few batches (one batch of a 1,000-forager world is a few agents, ~0.1 ms)
+STEP_BATCHES = 200  # one "step": many batches (a batch of a 1,000-forager world is a few agents, ~0.03 ms)
 JOURNAL_AGENTS = 10_000
 STEP_RATIO_TARGET = 1.25
 JOURNAL_RATIO_TARGET = 0.25

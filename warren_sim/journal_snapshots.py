@@ -23,6 +23,7 @@ import hashlib
 import io
 import os
 import pickle
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO, cast
@@ -64,17 +65,18 @@ def engine_digest() -> str:
     return h.hexdigest()
 
 
-class _Pickler(pickle.Pickler):
-    """Pickles a scenario's own policy classes (loaded from its directory, not importable) by name."""
-
-    def __init__(self, file: io.BytesIO, solution: Any) -> None:
-        super().__init__(file, protocol=5)
-        self.solution = solution
-
-    def persistent_id(self, obj: Any) -> Any:
-        if isinstance(obj, type) and self.solution is not None and obj.__module__ == self.solution.__name__:
-            return ("solution", obj.__qualname__)
-        return None
+def _dumps(obj: Any, solution: Any) -> bytes:
+    """Pickle ``obj``; a scenario's own policy classes (its solution.py, loaded from its directory: not in
+    ``sys.modules``) by their module's name, which is made findable for the while (pickle checks it)."""
+    name = getattr(solution, "__name__", None)
+    added = name is not None and name not in sys.modules
+    if added:
+        sys.modules[str(name)] = solution
+    try:
+        return pickle.dumps(obj, protocol=5)
+    finally:
+        if added:
+            sys.modules.pop(str(name), None)
 
 
 class _Unpickler(pickle.Unpickler):
@@ -83,19 +85,16 @@ class _Unpickler(pickle.Unpickler):
         self.solution = solution
 
     def find_class(self, module: str, name: str) -> Any:
+        solution = self.solution
+        if solution is not None and module == solution.__name__:
+            found: Any = solution
+            for part in name.split("."):
+                found = getattr(found, part, None)
+            if isinstance(found, type) and found.__module__ == module:
+                return found
         if (module, name) not in ALLOWED:
             raise pickle.UnpicklingError(f"a snapshot may not hold {module}.{name}")
         return super().find_class(module, name)
-
-    def persistent_load(self, pid: Any) -> Any:
-        if not (isinstance(pid, tuple) and len(pid) == 2 and pid[0] == "solution" and self.solution is not None):
-            raise pickle.UnpicklingError(f"a snapshot names an unknown class {pid!r}")
-        found: Any = self.solution
-        for part in str(pid[1]).split("."):
-            found = getattr(found, part)
-        if not isinstance(found, type):
-            raise pickle.UnpicklingError(f"{pid[1]} is not a class of the scenario's solution.py")
-        return found
 
 
 class _Hashing(io.TextIOBase):
@@ -141,18 +140,17 @@ class SnapshotWriter:
         if self.stopped or records < self.next_at or sim.ended:
             return
         self.next_at = records + self.every
-        buf = io.BytesIO()
         try:
-            _Pickler(buf, self.loaded.solution).dump({
+            data = _dumps({
                 "format": FORMAT, "engine": self.digest, "policy": self.policy, "cursor": records - 1,
                 "batches": self.batches, "bytes": self.hashing.offset, "sha256": self.hashing.sha.hexdigest(),
-                "state": state_of(sim), "policies": dict(policies)})
+                "state": state_of(sim), "policies": dict(policies)}, self.loaded.solution)
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             self.stopped = f"a policy does not pickle ({exc!r:.100}): no snapshots"
             return
         path = self.dir / f"{records - 1:012d}.pickle"
         tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(buf.getvalue())
+        tmp.write_bytes(data)
         os.replace(tmp, path)
         self.written += 1
 
