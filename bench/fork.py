@@ -35,7 +35,8 @@ from warren_sim.scenarios import instantiate, load_scenario
 
 AGENTS = 1000
 WARMUP_BATCHES = 100
-STEP_BATCHES = 200  # one "step": many batches (a batch of a 1,000-forager world is a few agents, ~0.03 ms)
+STEP_BATCHES = 100  # one "step": many batches (a batch of a 1,000-forager world is a few agents, ~0.03 ms)
+PAIRS = 5  # steps after a fork and without one, per repeat
 JOURNAL_AGENTS = 10_000
 STEP_RATIO_TARGET = 1.25
 JOURNAL_RATIO_TARGET = 0.25
@@ -45,6 +46,13 @@ def _step(sim: Simulation, policies: dict[str, Any]) -> None:
     run_headless(sim, policies, max_batches=STEP_BATCHES)
 
 
+def _forks(sim: Simulation, policies: dict[str, Any] | None, n: int) -> None:
+    for _ in range(n):
+        sim.fork()
+        if policies is not None:
+            fork_policies(policies)
+
+
 def _timed(fn: Any, *args: Any) -> float:
     t0 = wall_seconds()
     fn(*args)
@@ -52,19 +60,19 @@ def _timed(fn: Any, *args: Any) -> float:
 
 
 def in_process(reps: int, forks: int) -> dict[str, Any]:
-    sim, policies = instantiate(load_scenario("warren", {"agents": AGENTS}), 0, "solution", record=False)
-    run_headless(sim, policies, max_batches=WARMUP_BATCHES)
-    gc.collect()
+    loaded = load_scenario("warren", {"agents": AGENTS})
     fork_rate, with_policies, batch_s, after, without, ratios = [], [], [], [], [], []
     for rep in range(reps):
-        t = _timed(lambda: [sim.fork() for _ in range(forks)])
+        # a run of its own per repeat (never forked itself: its steps are "a step without a fork")
+        sim, policies = instantiate(loaded, rep, "solution", record=False)
+        run_headless(sim, policies, max_batches=WARMUP_BATCHES)
+        gc.collect()
+        t = _timed(_forks, sim, None, forks)
         fork_rate.append(forks / t)
-        t = _timed(lambda: [(sim.fork(), fork_policies(policies)) for _ in range(forks)])
+        t = _timed(_forks, sim, policies, forks)
         with_policies.append(forks / t)
         pairs_after, pairs_without = 0.0, 0.0
-        for i in range(10):
-            if sim.ended:
-                break
+        for i in range(PAIRS):
             forked, forked_policies = sim.fork(), fork_policies(policies)
             if (rep + i) % 2:
                 a = _timed(_step, forked, forked_policies)
@@ -74,9 +82,10 @@ def in_process(reps: int, forks: int) -> dict[str, Any]:
                 a = _timed(_step, forked, forked_policies)
             pairs_after += a
             pairs_without += b
-        after.append(pairs_after / 10)
-        without.append(pairs_without / 10)
-        batch_s.append(pairs_without / 10)
+        assert not sim.ended, "the run ended before the steps were measured: fewer PAIRS or STEP_BATCHES"
+        after.append(pairs_after / PAIRS)
+        without.append(pairs_without / PAIRS)
+        batch_s.append(pairs_without / PAIRS)
         ratios.append(pairs_after / pairs_without)
     return {"agents": AGENTS, "after_batches": WARMUP_BATCHES, "repeats": reps, "forks_per_repeat": forks,
             "forks_per_s": summary(fork_rate), "forks_with_policies_per_s": summary(with_policies),
