@@ -150,7 +150,7 @@ class _Bringer:
         policy cannot be copied: then the caller walks the journal again instead."""
         try:
             policies = fork_policies(self.policies)
-        except TypeError:
+        except Exception:  # (a TypeError naming it, or whatever a policy's own copying raises): walk again
             return None
         new = copy.copy(self)  # the journal's tables are shared: read only
         new.sim, new.policies, new.got = self.sim.fork(), policies, list(self.got)
