@@ -40,7 +40,8 @@ from .engine.records import RUNTIME_KINDS
 from .replay import journal_origin, strip
 from .scenarios import PolicyFactory, instantiate
 
-__all__ = ["ForkError", "ForkPoint", "Forked", "fork_records", "parse_override", "run_fork"]
+__all__ = ["ForkError", "ForkPoint", "Forked", "brought_policy", "check_cursor", "fork_records", "parse_override",
+           "run_fork"]
 
 
 class ForkError(ValueError):
@@ -271,3 +272,30 @@ def run_fork(forked: Forked, on_batch: Any = None) -> dict[str, Any]:
     for agent, command in forked.overrides.items():
         policies[agent] = _Override(command, policies.get(agent))
     return run_headless(forked.sim, policies, on_batch=on_batch)
+
+
+def check_cursor(records: Sequence[dict[str, Any]], cursor: int, where: str = "the journal") -> None:
+    """Raise :class:`ForkError` if ``cursor`` names no record of ``records``: what a served fork answers 400 to
+    before anything is replayed (``fork_records`` checks the same)."""
+    _check_cursor(records, cursor, where)
+
+
+def brought_policy(records: Sequence[dict[str, Any]], agent_id: str, factory: PolicyFactory,
+                   where: str = "the fork's journal") -> Policy:
+    """``agent_id``'s policy, made by ``factory``, brought to where a served fork stands (docs/fork.md, "Served").
+
+    A remote agent that joins a fork (``warren agent``) was not there for its past: shown the fork's own
+    journal, whose engine records up to its first ``status`` record are the parent's up to the fork point, its
+    policy is brought there as a headless fork's are (every other agent's policy is a noop's, which recalls
+    nothing). Raises :class:`ForkError` as :func:`fork_records` does when the policy cannot be brought.
+    """
+    from .engine.policy import NoopPolicy
+
+    start = next((int(r.get("cursor", i)) for i, r in enumerate(records) if r.get("kind") == "status"), None)
+    if start is None:
+        raise ForkError(f"{where} has no status record: it is not a served run's journal")
+
+    def only(aid: str, role: str, briefing: dict[str, Any]) -> Any:
+        return factory(aid, role, briefing) if aid == agent_id else NoopPolicy()
+
+    return fork_records(records, start, only, where=where).policies[agent_id]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import gc
 import logging
 import threading
@@ -24,11 +25,22 @@ from typing import Any
 import attrs
 import trio
 
+from ..engine import Policy, Simulation
+from ..fork import ForkError, check_cursor, fork_records
 from ..observability.logs import LogEvent
 from ..observability.metrics import NO_METRICS, Metrics, NoMetrics
 from ..observability.tracing import NO_TRACER, NoTracer, Tracer
-from ..protocol.models import TERMINAL_RUN_STATUSES, ControlledAgents, RoleSelector, RunCreate
-from ..scenarios import LoadedScenario, ScenarioError, instantiate, list_scenarios, load_scenario, npc_team
+from ..protocol.models import TERMINAL_RUN_STATUSES, ControlledAgents, RoleSelector, RunCreate, RunFork
+from ..replay import JournalError, journal_origin
+from ..scenarios import (
+    LoadedScenario,
+    ScenarioError,
+    as_factory,
+    instantiate,
+    list_scenarios,
+    load_scenario,
+    npc_team,
+)
 from ..scenarios.loader import find_scenario
 from .api import RunAPI
 from .clock import WallMap
@@ -252,11 +264,7 @@ class RunManager:
     def create(self, scenario: str, seed: int, body: RunCreate) -> Run:
         if scenario not in list_scenarios():
             raise RunError(404, f"unknown scenario {scenario!r}; valid scenarios: {', '.join(list_scenarios())}")
-        cap = self.config.max_runs
-        if self.live_runs() >= cap:
-            raise RunError(429, f"this server already has {cap} live runs (created or running; its cap, warren "
-                           "serve --max-runs); cancel one you no longer need (DELETE /v1/runs/{run_id}) or wait "
-                           "for one to end, then retry", retry_after=10)
+        self._check_cap()
         try:
             loaded = self._load(scenario, dict(body.params))
         except ScenarioError as exc:
@@ -267,26 +275,28 @@ class RunManager:
                            "--max-agents); ask for fewer (see GET /v1/scenarios/" + scenario + " for its "
                            "parameters)")
         controlled = self._controlled(scenario, loaded.spec.agents, body.controlled_agents)
-        faults = None
-        if body.faults is not None:
-            try:
-                faults = parse_faults(body.faults.spec)
-            except FaultSpecError as exc:
-                raise RunError(400, f"faults.spec: {exc}") from None
+        faults = self._faults(body)
         run_id = f"run-{self._next}"
         try:
             sim, policies = instantiate(loaded, seed, npc_team(body.npc_policy, loaded), controlled, run_id=run_id)
         except ScenarioError as exc:  # a team naming no role or agent of the scenario, or no such population
             raise RunError(400, f"npc_policy: {exc}") from None
         self._next += 1
+        return self._launch(run_id, scenario, seed, loaded, controlled, body, faults, sim, policies)
+
+    def _launch(self, run_id: str, scenario: str, seed: int, loaded: LoadedScenario, controlled: list[str],
+                body: RunCreate, faults: FaultSpec | None, sim: Simulation, policies: dict[str, Policy], *,
+                engine_records: list[dict[str, Any]] | None = None,
+                forked_from: dict[str, Any] | None = None) -> Run:
+        """A new run (created or forked) journaled, indexed and started as its own task."""
         path = self.config.data_dir / f"{run_id}.jsonl" if self.config.data_dir is not None else None
         config = RunConfig(run_id, scenario, seed, tuple(controlled), body.npc_policy, body.pace,
                            body.decision_deadline_s, dict(loaded.params), self.config.lease_ttl,
-                           self.config.max_polls_per_lease, self.config.max_spectators)
+                           self.config.max_polls_per_lease, self.config.max_spectators, forked_from)
         journal = Journal(path, fsync=self.config.fsync)
         journal.metrics = self.metrics  # before the run's first records are written
         run = Run(config, sim, policies, journal, self.wallmap,
-                  lease_file=lease_path(path) if path is not None else None)
+                  lease_file=lease_path(path) if path is not None else None, engine_records=engine_records)
         self._observe(run)
         self.runs[run_id] = run
         plan = self.faults.start(run_id, faults, None if body.faults is None else body.faults.seed)
@@ -294,12 +304,70 @@ class RunManager:
             run.journal.append({"kind": "faults", "spec": plan.spec.text, "seed": plan.seed})
         self.nursery.start_soon(self._drive, run, name=f"warren run {run_id}")
         if self.config.on_event is not None:
+            fork = f", forked from {forked_from['run_id']} at cursor {forked_from['cursor']}" if forked_from else ""
             self.config.on_event(LogEvent(
                 "run.created", f"{run_id} created: {scenario} seed {seed}, controlled {_shown(controlled) or 'none'}, "
-                f"npc_policy {body.npc_policy}", {"run_id": run_id, "scenario": scenario, "seed": seed,
-                                                  "controlled_agents": len(controlled), "npc_policy": body.npc_policy}))
+                f"npc_policy {body.npc_policy}{fork}", {"run_id": run_id, "scenario": scenario, "seed": seed,
+                                                        "controlled_agents": len(controlled),
+                                                        "npc_policy": body.npc_policy}))
             self.nursery.start_soon(self._report_lifecycle, run, self.config.on_event)
         return run
+
+    # -- forks (docs/fork.md, "Served") --------------------------------------------------------------
+    async def fork(self, parent_id: str, body: RunFork) -> Run:
+        """A new run from the last batch boundary at or before ``body.cursor`` of run ``parent_id``'s journal.
+
+        The parent may be live, ended, or known only by its journal on disk (after a restart): what the fork
+        needs is the journal. Refusals change nothing: 404 no such run, 400 a cursor past the journal's end, a
+        ``params`` (the world is the parent's) or a bad selector; 409 a journal that cannot bring the fork
+        there (cut short, edited, or a policy that cannot be brought to the fork point); 429 at the live cap.
+        """
+        parent = self.get(parent_id)
+        if body.params:
+            raise RunError(400, "params: a fork's world is its parent's (its scenario, seed and params); leave "
+                           "params out")
+        self._check_cap()
+        journal = await parent.read_journal()
+        records = list(journal.records)  # a live run's journal goes on growing: the fork reads it as it stands
+        where = f"the journal of {parent_id}"
+        try:
+            check_cursor(records, body.cursor, where)
+            loaded, seed, _ = journal_origin(records, where)
+        except (ForkError, JournalError) as exc:
+            raise RunError(400 if isinstance(exc, ForkError) else 409, str(exc)) from None
+        scenario = str(next(r for r in records if r.get("kind") == "run")["scenario"])
+        controlled = self._controlled(scenario, loaded.spec.agents, body.controlled_agents)
+        faults = self._faults(body)
+        try:
+            team = as_factory(npc_team(body.npc_policy, loaded), loaded, seed)
+        except ScenarioError as exc:
+            raise RunError(400, f"npc_policy: {exc}") from None
+        run_id = f"run-{self._next}"
+        self._next += 1  # taken now: another run may be created while the fork is brought to its point
+        try:
+            forked = await trio.to_thread.run_sync(functools.partial(
+                fork_records, records, body.cursor, team, controlled=controlled, run_id=run_id, where=where))
+        except (ForkError, JournalError, ScenarioError) as exc:
+            raise RunError(409, f"cannot fork {parent_id} at cursor {body.cursor}: {exc}") from None
+        self._check_cap()
+        return self._launch(run_id, scenario, seed, loaded, controlled, body, faults, forked.sim, forked.policies,
+                            engine_records=forked.records, forked_from=forked.point.as_dict())
+
+    def _check_cap(self) -> None:
+        cap = self.config.max_runs
+        if self.live_runs() >= cap:
+            raise RunError(429, f"this server already has {cap} live runs (created or running; its cap, warren "
+                           "serve --max-runs); cancel one you no longer need (DELETE /v1/runs/{run_id}) or wait "
+                           "for one to end, then retry", retry_after=10)
+
+    @staticmethod
+    def _faults(body: RunCreate) -> FaultSpec | None:
+        if body.faults is None:
+            return None
+        try:
+            return parse_faults(body.faults.spec)
+        except FaultSpecError as exc:
+            raise RunError(400, f"faults.spec: {exc}") from None
 
     def _load(self, scenario: str, params: dict[str, Any]) -> LoadedScenario:
         """``load_scenario``, kept for the next run of the same scenario and parameters.
