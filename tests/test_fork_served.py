@@ -13,12 +13,12 @@ import trio
 from sdkhelpers import real_server
 
 from warren_sim.cli import main
-from warren_sim.client import ServerError
+from warren_sim.client import AgentClient, ServerError
 from warren_sim.engine.records import RUNTIME_KINDS
 from warren_sim.replay import read_journal, replay_journal, strip
 from warren_sim.scenarios import list_scenarios, load_scenario
-
-pytestmark = pytest.mark.trio
+from warren_sim.testing import WarrenServer, WarrenTestError, assert_replays, wait_status
+from warren_sim.testing.inprocess import open_in_process
 
 OWN = {"forked_from", "run_id"}  # a fork's own facts (strip drops cursors and wall-clock fields)
 # small worlds: every scenario, each run a couple of seconds at most
@@ -218,3 +218,43 @@ async def test_the_fork_body_is_the_creation_body(tmp_path: Path):
                           "controlled_agents": ["engineer-1"]}
         await client.cancel_run(fork.run_id)
     assert json.loads(json.dumps(plain))["forked_from"]["cursor"] == 0
+
+
+# ------------------------------------------------------------------------------------ the pytest plugin
+
+
+async def test_warren_app_forks_in_process(autojump_clock: trio.abc.Clock) -> None:
+    """``warren_app.fork(run, cursor, ...)``: the in-process app forks an ended run; the fork ends as it did."""
+    async with open_in_process() as warren:
+        parent = await warren.create_run("contention", 2)
+        done = await wait_status(parent, "completed", timeout=600)
+        journal = await warren.journal(parent)
+        cursor = [r["cursor"] for r in journal if r["kind"] == "batch"][1]
+        fork = await warren.fork(parent, cursor)
+        view = await wait_status(fork, "completed", timeout=600)
+        assert view["forked_from"]["run_id"] == parent.run_id and view["result"] == done["result"]
+        assert_replays(await warren.journal(fork))
+        with pytest.raises(WarrenTestError, match="past the end"):
+            await warren.fork(parent, 10**6)
+
+
+def test_warren_server_forks_with_a_remote_agent(tmp_path: Path) -> None:
+    """``warren_server.fork(run, cursor, controlled_agents)``: a fork on the threaded server whose remote agent is
+    driven by the blocking SDK answers what it is asked and ends."""
+    server = WarrenServer.open(rate=100, data_dir=tmp_path)
+    try:
+        parent = server.create_run("bridge_repair", 3)
+        wait_status(parent, "completed", timeout=60)
+        fork = server.fork(parent, 0, ["engineer-1"], decision_deadline_s=30)
+        # cursor 0 is the served journal's config record: the fork starts from the world before any batch
+        assert fork.view()["forked_from"] == {"run_id": parent.run_id, "cursor": 0, "batch_cursor": 1}
+        assert [a["agent_id"] for a in fork.view()["agents"] if a["controlled"]] == ["engineer-1"]
+        with AgentClient.open(server.url) as client, client.claim(fork.run_id, "engineer-1") as agent:
+            for obs in agent.observations(wait=5):
+                agent.submit(obs, {"noop": True})
+        assert fork.view()["result"]["status"] == "failed"  # engineer-1 only waited: the bridge was never mended
+        assert any(r["kind"] == "verdict" and r["agent"] == "engineer-1" for r in fork.journal())
+        with pytest.raises(WarrenTestError, match="404"):
+            server.fork("run-99", 0)
+    finally:
+        server.close()

@@ -54,6 +54,13 @@ class InProcessWarren:
         response = await self.request("POST", "/v1/runs", params={"scenario": scenario, "seed": seed}, json=body)
         return AppRun(self, response.json()["run_id"], scenario, seed)
 
+    async def fork(self, run: AppRun | str, cursor: int, controlled_agents: Iterable[str] = (),
+                   **options: Any) -> AppRun:
+        """``POST /v1/runs/{run}/fork``, as :meth:`WarrenServer.fork <warren_sim.testing.WarrenServer.fork>`."""
+        body = {"cursor": cursor, "controlled_agents": list(controlled_agents), **options}
+        view = (await self.request("POST", f"/v1/runs/{run}/fork", json=body)).json()
+        return AppRun(self, view["run_id"], view["scenario"], view["seed"])
+
     async def journal(self, run: AppRun | str) -> list[dict[str, Any]]:
         text = (await self.request("GET", f"/v1/runs/{run}/journal")).text
         return [json.loads(line) for line in text.splitlines() if line.strip()]
