@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import functools
 import gc
 import logging
 import threading
@@ -26,16 +25,13 @@ import attrs
 import trio
 
 from ..engine import Policy, Simulation
-from ..fork import ForkError, check_cursor, fork_records
 from ..observability.logs import LogEvent
 from ..observability.metrics import NO_METRICS, Metrics, NoMetrics
 from ..observability.tracing import NO_TRACER, NoTracer, Tracer
 from ..protocol.models import TERMINAL_RUN_STATUSES, ControlledAgents, RoleSelector, RunCreate, RunFork
-from ..replay import JournalError, journal_origin
 from ..scenarios import (
     LoadedScenario,
     ScenarioError,
-    as_factory,
     instantiate,
     list_scenarios,
     load_scenario,
@@ -46,6 +42,7 @@ from .api import RunAPI
 from .clock import WallMap
 from .errors import RunError
 from .faults import FaultInjector, FaultSpec, FaultSpecError, as_fault_spec, parse_faults
+from .forking import bring_fork
 from .journal import Journal
 from .restore import RestoreError, lease_path, rebuild_run, summary_of
 from .run import Run, RunConfig
@@ -315,43 +312,22 @@ class RunManager:
 
     # -- forks (docs/fork.md, "Served") --------------------------------------------------------------
     async def fork(self, parent_id: str, body: RunFork) -> Run:
-        """A new run from the last batch boundary at or before ``body.cursor`` of run ``parent_id``'s journal.
-
-        The parent may be live, ended, or known only by its journal on disk (after a restart): what the fork
-        needs is the journal. Refusals change nothing: 404 no such run, 400 a cursor past the journal's end, a
-        ``params`` (the world is the parent's) or a bad selector; 409 a journal that cannot bring the fork
-        there (cut short, edited, or a policy that cannot be brought to the fork point); 429 at the live cap.
-        """
+        """A new run from the last batch boundary at or before ``body.cursor`` of run ``parent_id``'s journal
+        (:func:`~warren_sim.runtime.forking.bring_fork` says what is refused, and how)."""
         parent = self.get(parent_id)
-        if body.params:
-            raise RunError(400, "params: a fork's world is its parent's (its scenario, seed and params); leave "
-                           "params out")
         self._check_cap()
-        journal = await parent.read_journal()
-        records = list(journal.records)  # a live run's journal goes on growing: the fork reads it as it stands
-        where = f"the journal of {parent_id}"
-        try:
-            check_cursor(records, body.cursor, where)
-            loaded, seed, _ = journal_origin(records, where)
-        except (ForkError, JournalError) as exc:
-            raise RunError(400 if isinstance(exc, ForkError) else 409, str(exc)) from None
-        scenario = str(next(r for r in records if r.get("kind") == "run")["scenario"])
-        controlled = self._controlled(scenario, loaded.spec.agents, body.controlled_agents)
+
+        def reserve() -> str:
+            run_id = f"run-{self._next}"
+            self._next += 1  # taken now: another run may be created while the fork is brought to its point
+            return run_id
+
+        fork = await bring_fork(parent, body, reserve, self._controlled)
         faults = self._faults(body)
-        try:
-            team = as_factory(npc_team(body.npc_policy, loaded), loaded, seed)
-        except ScenarioError as exc:
-            raise RunError(400, f"npc_policy: {exc}") from None
-        run_id = f"run-{self._next}"
-        self._next += 1  # taken now: another run may be created while the fork is brought to its point
-        try:
-            forked = await trio.to_thread.run_sync(functools.partial(
-                fork_records, records, body.cursor, team, controlled=controlled, run_id=run_id, where=where))
-        except (ForkError, JournalError, ScenarioError) as exc:
-            raise RunError(409, f"cannot fork {parent_id} at cursor {body.cursor}: {exc}") from None
         self._check_cap()
-        return self._launch(run_id, scenario, seed, loaded, controlled, body, faults, forked.sim, forked.policies,
-                            engine_records=forked.records, forked_from=forked.point.as_dict())
+        return self._launch(fork.run_id, fork.scenario, fork.seed, fork.loaded, fork.controlled, body, faults,
+                            fork.forked.sim, fork.forked.policies, engine_records=fork.forked.records,
+                            forked_from=fork.forked.point.as_dict())
 
     def _check_cap(self) -> None:
         cap = self.config.max_runs
