@@ -258,3 +258,21 @@ def test_warren_server_forks_with_a_remote_agent(tmp_path: Path) -> None:
             server.fork("run-99", 0)
     finally:
         server.close()
+
+
+def test_the_blocking_sdk_forks_and_a_live_fork_is_restored_as_one(tmp_path: Path) -> None:
+    """``AgentClient.fork_run``; a fork waiting for its remote agent when the server is killed comes back a fork."""
+    server = WarrenServer.open(rate=100, data_dir=tmp_path)
+    try:
+        parent = server.create_run("relay", 2)
+        wait_status(parent, "completed", timeout=60)
+        with AgentClient.open(server.url) as client:
+            fork = client.fork_run(parent.run_id, 12, controlled_agents={"role": "courier"}, decision_deadline_s=30)
+        assert fork.status == "created" and fork.forked_from["run_id"] == parent.run_id
+        server.kill()
+        server.restart()
+        view = server.view(fork.run_id)
+        assert view["forked_from"] == fork.forked_from and view["status"] == "created"
+        assert [a["controlled"] for a in view["agents"]] == [a.controlled for a in fork.agents]
+    finally:
+        server.close()
