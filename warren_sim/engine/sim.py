@@ -31,6 +31,7 @@ from .layout import layout
 from .perception import Observation, Perceivable
 from .rules import ToolRules, catalog, generic_names
 from .scheduler import COMPLETION, DEADLINE, WAKE, Scheduler
+from .snapshot import fork_simulation
 from .spec import ScenarioSpec
 from .tools import Tool
 from .world import Action, Agent, Cell, World
@@ -341,6 +342,11 @@ class Simulation(Perceivable):
             self._flush_event_wakes()
         if self._all_met:
             self._end_if_all_met()
+
+    def fork(self) -> Simulation:
+        """An independent copy standing where this run stands (at a batch boundary, or with its batch open),
+        made without replaying: the same answers give both the same records. ``snapshot.py`` says how."""
+        return fork_simulation(self)
 
     def cancel(self, reason: str = "cancelled by an operator") -> None:
         if not self.ended:
