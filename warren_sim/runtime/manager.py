@@ -167,7 +167,7 @@ class RunManager:
                                   resume=self.config.resume)
             except (RestoreError, OSError, ValueError, KeyError, TypeError) as exc:
                 self.restore_errors.append(f"{path.name}: {exc}")
-                self._say(LogEvent("run.not_restored", f"{path.name} could not be restored: {exc}",
+                self.say(LogEvent("run.not_restored", f"{path.name} could not be restored: {exc}",
                                    {"run_id": run_id, "error": str(exc)}, logging.ERROR))
                 continue
             self._observe(run)
@@ -176,14 +176,14 @@ class RunManager:
                 run.journal.close()
                 write_view(path, run.view())
                 self.runs[run_id] = self._stored(run_id, path, run.status)
-                self._say(LogEvent("run.ended", f"{run_id} ended: crashed (server restarted, --no-resume)",
+                self.say(LogEvent("run.ended", f"{run_id} ended: crashed (server restarted, --no-resume)",
                                    {"run_id": run_id, "status": "crashed", "reason": "server restarted"},
                                    logging.WARNING))
                 continue
             self.runs[run_id] = run
             self._resume_faults(run)
             self.nursery.start_soon(self._drive, run, name=f"warren run {run_id}")
-            self._say(LogEvent("run.resumed", f"{run_id} resumed: {run.config.scenario} seed {run.config.seed} at "
+            self.say(LogEvent("run.resumed", f"{run_id} resumed: {run.config.scenario} seed {run.config.seed} at "
                                f"t={run.sim.time} ms", {"run_id": run_id, "scenario": run.config.scenario,
                                                         "seed": run.config.seed, "t": run.sim.time}))
             if self.config.on_event is not None:
@@ -239,7 +239,8 @@ class RunManager:
                 await trio.sleep(0)  # the waiters the end released go first
                 _give_back_memory()
 
-    def _say(self, event: LogEvent) -> None:
+    def say(self, event: LogEvent) -> None:
+        """A line for the server's log (``warren serve`` prints it, as JSON with ``--log-format json``)."""
         if self.config.on_event is not None:
             self.config.on_event(event)
 
