@@ -23,7 +23,7 @@ from ..client import AsyncAgentClient
 from ..http.app import create_app
 from ..protocol.models import TERMINAL_RUN_STATUSES
 from ..runtime.manager import ServerConfig
-from .served import WarrenTestError, checked, server_options
+from .served import RunName, WarrenTestError, checked, server_options
 
 __all__ = ["AppRun", "InProcessWarren", "open_in_process"]
 
@@ -70,21 +70,13 @@ class InProcessWarren:
 
 
 @attrs.define(eq=False)
-class AppRun:
+class AppRun(RunName):
     """A run on the in-process app; ``str(run)`` is its id. Its methods are async."""
 
     warren: InProcessWarren
     run_id: str
     scenario: str
     seed: int
-
-    @property
-    def id(self) -> str:
-        """The same as ``run_id`` (the name everywhere else: the wire, the SDK, the journal), kept for old tests."""
-        return self.run_id
-
-    def __str__(self) -> str:
-        return self.run_id
 
     async def view(self) -> dict[str, Any]:
         """``GET /v1/runs/{run}`` as the wire's JSON dict (``view["status"]``, ``view["result"]``), like

@@ -282,14 +282,12 @@ class WarrenServer:
         return self.request("GET", f"/v1/runs/{run}").json()
 
 
-@attrs.define(eq=False)
-class ServedRun:
-    """A run on a :class:`WarrenServer`; ``str(run)`` is its id, so ``f"{url}/v1/runs/{run}"`` works."""
+class RunName:
+    """What a test's handle on a run answers to: ``run_id`` (``id`` too), and ``str(run)`` is the id, so
+    ``f"{url}/v1/runs/{run}"`` works (:class:`ServedRun`, and ``AppRun`` of the in-process app)."""
 
-    server: WarrenServer
+    __slots__ = ()
     run_id: str
-    scenario: str
-    seed: int
 
     @property
     def id(self) -> str:
@@ -298,6 +296,16 @@ class ServedRun:
 
     def __str__(self) -> str:
         return self.run_id
+
+
+@attrs.define(eq=False)
+class ServedRun(RunName):
+    """A run on a :class:`WarrenServer`."""
+
+    server: WarrenServer
+    run_id: str
+    scenario: str
+    seed: int
 
     @property
     def url(self) -> str:
