@@ -41,7 +41,8 @@ from .engine.records import RUNTIME_KINDS
 from .replay import IGNORED_KEYS, journal_origin, strip
 from .scenarios import PolicyFactory, instantiate
 
-__all__ = ["ForkError", "ForkPoint", "Forked", "check_agents", "fork_records", "parse_override", "run_fork", "walk_to"]
+__all__ = ["ForkError", "ForkPoint", "Forked", "brought_policy", "check_agents", "check_cursor", "fork_records",
+           "parse_override", "run_fork", "walk_to"]
 
 
 class ForkError(ValueError):
@@ -120,13 +121,6 @@ class _Bringer:
                 elif r["kind"] == "invalid":
                     self.invalid.setdefault(oid, r)
         self.batch_cursors = [c for c, r in self.expected if r["kind"] == "batch"]
-        # each batch's last command: every command is followed by its outcome, so a batch's boundary lies past it
-        self.last_commands: list[int] = []
-        for c, r in self.expected:
-            if r["kind"] == "batch":
-                self.last_commands.append(c)
-            elif r["kind"] == "command" and self.last_commands:
-                self.last_commands[-1] = c
         self.got: list[dict[str, Any]] = []
 
     def drain(self) -> None:
@@ -252,18 +246,17 @@ def walk_to(bringer: _Bringer, cursor: int, limit: int | None, *, copy: bool = T
     """Bring a run along its journal: ``limit`` batches, or (None) while boundaries stay at or before ``cursor``;
     the second value is how many batches to walk again (on a fresh run) when the last went past it.
 
-    A batch that begins at or before the cursor ends past it for sure when its last command does not come before
-    the cursor (the command's outcome follows it): the walk stops before it. One whose boundary may or may not
-    lie past the cursor (the cursor after its last command, before the next batch) is walked, with ``copy``, on
+    A batch whose boundary may lie past the cursor (the next batch begins after it) is walked, with ``copy``, on
     a copy of the run (``Simulation.fork``): if it went past, the run as it stood before it is the fork point,
-    without walking the journal again (unless a policy cannot be copied)."""
-    bounds, last_commands = bringer.batch_cursors, bringer.last_commands
+    without walking the journal again (unless a policy cannot be copied). It is walked even when its records
+    show it ends past the cursor: a journal cut short inside it is an error, as it always was."""
+    bounds = bringer.batch_cursors
     done = 0
     while done < len(bounds) and not bringer.sim.ended:
         if limit is not None and done >= limit:
             break
-        if limit is None and (bounds[done] > cursor or last_commands[done] >= cursor):
-            break  # that batch's records begin after the cursor, or end after it
+        if limit is None and bounds[done] > cursor:
+            break  # that batch's records begin after the cursor
         maybe_past = limit is None and (done + 1 >= len(bounds) or bounds[done + 1] > cursor)
         before = bringer.fork() if copy and maybe_past else None
         bringer.batch()
@@ -323,3 +316,30 @@ def run_fork(forked: Forked, on_batch: Any = None) -> dict[str, Any]:
     for agent, command in forked.overrides.items():
         policies[agent] = _Override(command, policies.get(agent))
     return run_headless(forked.sim, policies, on_batch=on_batch)
+
+
+def check_cursor(records: Sequence[dict[str, Any]], cursor: int, where: str = "the journal") -> None:
+    """Raise :class:`ForkError` if ``cursor`` names no record of ``records``: what a served fork answers 400 to
+    before anything is replayed (``fork_records`` checks the same)."""
+    _check_cursor(records, cursor, where)
+
+
+def brought_policy(records: Sequence[dict[str, Any]], agent_id: str, factory: PolicyFactory,
+                   where: str = "the fork's journal") -> Policy:
+    """``agent_id``'s policy, made by ``factory``, brought to where a served fork stands (docs/fork.md, "Served").
+
+    A remote agent that joins a fork (``warren agent``) was not there for its past: shown the fork's own
+    journal, whose engine records up to its first ``status`` record are the parent's up to the fork point, its
+    policy is brought there as a headless fork's are (every other agent's policy is a noop's, which recalls
+    nothing). Raises :class:`ForkError` as :func:`fork_records` does when the policy cannot be brought.
+    """
+    from .engine.policy import NoopPolicy
+
+    start = next((int(r.get("cursor", i)) for i, r in enumerate(records) if r.get("kind") == "status"), None)
+    if start is None:
+        raise ForkError(f"{where} has no status record: it is not a served run's journal")
+
+    def only(aid: str, role: str, briefing: dict[str, Any]) -> Any:
+        return factory(aid, role, briefing) if aid == agent_id else NoopPolicy()
+
+    return fork_records(records, start, only, where=where).policies[agent_id]

@@ -243,9 +243,7 @@ def _fork_at(data: bytes, offset: int, snap: dict[str, Any], again: Callable[[],
         sim = restore(Simulation(loaded.spec, seed, run_id=run_id, record=False), snap["state"])
         return _Bringer(after, sim, snap["policies"], where)
 
-    # (no copy before the batch that may end past the cursor: restoring the snapshot again costs less than
-    # copying the world before every such batch, and the batch rarely does)
-    bringer, limit = walk_to(restored(snap), cursor, None, copy=False)
+    bringer, limit = walk_to(restored(snap), cursor, None)
     if limit is not None:
         snap_again = again()
         if snap_again is None:
