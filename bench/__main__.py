@@ -1,4 +1,4 @@
-"""``python -m bench [engine|protocol|scale|warp|ws|rl|sweeps ...] [--quick] [--out bench/out] [--profile]``.
+"""``python -m bench [engine|protocol|scale|warp|ws|rl|sweeps|fork ...] [--quick] [--out bench/out] [--profile]``.
 
 With no name, every sub-benchmark runs, in the order above. Each prints its tables and writes
 ``<out>/<name>.json`` (the machine, the options, the results, the targets met or missed). The exit code is 0
@@ -20,7 +20,7 @@ from bench import common
 from bench.common import REPO, MissingExtra, Options, clean_floats, machine, write_json
 from warren_sim.runtime.clock import wall_seconds
 
-NAMES = ("engine", "protocol", "scale", "warp", "ws", "rl", "sweeps")
+NAMES = ("engine", "protocol", "scale", "warp", "ws", "rl", "sweeps", "fork")
 
 
 def loadavg() -> list[float]:

@@ -19,7 +19,7 @@ from tiers import sizes
 from warren_sim.runtime.clock import wall_seconds
 
 REPO = Path(__file__).resolve().parents[1]
-NAMES = ("engine", "protocol", "scale", "warp", "ws", "rl", "sweeps")
+NAMES = ("engine", "protocol", "scale", "warp", "ws", "rl", "sweeps", "fork")
 
 pytestmark = pytest.mark.bench
 

@@ -57,7 +57,7 @@ def test_bench_help_has_no_leftover_text():
     text = " ".join(out.stdout.split())
     assert text.startswith("usage: warren bench")
     assert "``" not in text and "order above" not in text
-    assert "engine, protocol, scale, warp, ws, rl, sweeps, all of them in that order when no NAME is given" in text
+    assert "engine, protocol, scale, warp, ws, rl, sweeps, fork, all of them in that order when no NAME is given" in text
 
 
 def test_agent_can_create_its_run_and_ends_with_the_reason(served):

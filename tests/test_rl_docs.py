@@ -37,6 +37,12 @@ def test_random_rollout_snippet_prints_what_the_doc_says():
     assert run(code) == output
 
 
+def test_fork_snippet_prints_what_the_doc_says():
+    """env.fork(): four futures of one state, the same actions giving the same future (the snippet asserts it)."""
+    code, output = snippet("Forks")
+    assert run(code) == output
+
+
 @pytest.mark.slow
 def test_masked_random_baseline_snippet_prints_what_the_doc_says():
     """Ten episodes of each scenario (about 6 s of CPU)."""

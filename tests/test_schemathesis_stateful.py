@@ -53,5 +53,25 @@ def test_stateful_phase_follows_the_links_into_real_runs(tmp_path, size):
     statuses = set(seen)
     assert requests > size.min_requests
     assert REACHED <= statuses, sorted(seen.items(), key=str)
-    # the leased operations after a claim (LEASED) are reached in some passes, not in every one: printed, not judged
+    # the leased operations after a claim (LEASED) are reached in some passes of this wide walk, not in every one
     print(f"leased operations reached: {sorted(LEASED & statuses)}")
+
+
+# The agent's path only: from the scenario list through a run's creation and a claim to the leased operations
+AGENT_PATH = ("listScenarios", "createRun", "claimAgent", "getBriefing", "pollObservation", "submitCommand",
+              "releaseAgent", "getReceipt")
+
+
+@sizes(quick=Size(10, "stateful", 30), ci=Size(25, "stateful", 100))
+def test_stateful_phase_follows_a_claim_to_the_leased_operations(tmp_path, size):
+    """The same phase over the agent's operations only: 0 failures, and the claim's links (its lease) lead to the
+    agent's leased operations answering 2xx (a briefing, a poll, a command or a release with a real lease)."""
+    only = [arg for op in AGENT_PATH for arg in ("--include-operation-id", op)]
+    with Served(tmp_path, "--max-wait", "0.2") as s:
+        _schemathesis(s, tmp_path, "stateful", STATEFUL, size, *only)
+        code, err = s.stop()
+    assert code == 0 and "Traceback" not in err, err[-3000:]
+    seen = set(reached(tmp_path / "reports-stateful"))
+    assert ("POST", "/v1/runs/R/agents/A/claim", 200) in seen, sorted(seen)
+    assert len(LEASED & seen) >= 2, sorted(seen)  # (all four in the runs measured, seed 9)
+    print(f"leased operations reached: {sorted(LEASED & seen)}")

@@ -102,3 +102,19 @@ def test_metrics_scraped_over_loopback_and_no_metrics_turns_them_off(tmp_path):
     finally:
         lines = off.stop()
     assert lines[0]["metrics"] is False
+
+
+def test_json_logs_carry_the_faults_a_run_injects(tmp_path):
+    """`warren serve --log-format json --faults ...`: each injected fault is a `fault` line, with what the journal's
+    fault record says (the fault, the agent, the request and its index) and the run."""
+    s = JsonServe(tmp_path / "data", "--faults", "unavailable=1", "--fault-seed", "7")
+    run = s.http.post("/v1/runs", params={"scenario": "bridge_repair", "seed": 3},
+                      json={"controlled_agents": ["engineer-1"]}).json()["run_id"]
+    met = s.http.post(f"/v1/runs/{run}/agents/engineer-1/claim")
+    assert met.status_code == 503 and met.headers["Retry-After"], met.text
+    lines = s.stop()
+    faults = [x for x in lines if x["event"] == "fault"]
+    assert faults and faults[0]["run_id"] == run, lines
+    assert {k: faults[0][k] for k in ("fault", "agent_id", "request", "index")} == \
+        {"fault": "unavailable", "agent_id": "engineer-1", "request": "claim", "index": 0}
+    assert faults[0]["message"] == f"fault unavailable: engineer-1's claim #0 in {run}"

@@ -59,6 +59,8 @@ RULES: tuple[tuple[str, str], ...] = (
     ("expired-before-payload", "a malformed command for an expired observation is expired, not rejected"),
     ("release", "release frees the agent: its token gets 403 and a new claim gets a new token"),
     ("cancel-410", "after DELETE the run is cancelled; polls and claims get 410 naming the terminal status"),
+    ("fork-201", "(optional capability) POST /v1/runs/{run}/fork answers 201 with a new run whose forked_from "
+                 "names the parent and the cursor; a cursor past the journal's end gets 400"),
     ("header-on-every-response", "every /v1 response carries X-Warren-Protocol: warren-agent/0"),
     ("problem-json", "every error is application/problem+json with type, title, status and a detail"),
     ("schemas", "every response has a documented status and a body that fits its JSON Schema"),
@@ -350,6 +352,27 @@ class Checker:
                     and (self.body(r) or {}).get("status") == "expired", self.show(r))
         self.ok("expired-before-payload")
 
+    async def flow_fork(self, agent: str) -> None:
+        """An optional capability (docs/fork.md): skipped, not failed, on a server without the route."""
+        r = await self.create(agent)
+        self.require("fork-201", r.status_code == 201, self.show(r))
+        run = self.body(r)["run_id"]
+        r = await self.req("POST", f"/v1/runs/{run}/fork", body={"cursor": 0, "controlled_agents": [agent],
+                                                                "npc_policy": "none"})
+        if r.status_code in (404, 405):  # the run exists (just made): the route does not
+            self.results["fork-201"] = RuleResult("fork-201", _TITLES["fork-201"], None,
+                                                  "skipped: the server does not fork runs (" + self.show(r) + ")")
+            return
+        fork = self.body(r) or {}
+        if r.status_code == 201 and isinstance(fork.get("run_id"), str):
+            self.runs.append(fork["run_id"])
+        self.require("fork-201", r.status_code == 201 and fork.get("run_id") != run
+                     and (fork.get("forked_from") or {}).get("run_id") == run
+                     and (fork.get("forked_from") or {}).get("cursor") == 0, self.show(r))
+        r = await self.req("POST", f"/v1/runs/{run}/fork", body={"cursor": 10**12})
+        self.expect("fork-201", r.status_code == 400, self.show(r))
+        self.ok("fork-201", f"forked {run} into {fork['run_id']}")
+
     # -- judging every response ----------------------------------------------------------------------------
     def judge_responses(self) -> None:
         if not self.seen:
@@ -414,6 +437,7 @@ class Checker:
             main = [r for r in ids[ids.index("create-run-201"): ids.index("cancel-410") + 1] if r not in expiry]
             await self._flow(lambda: self.flow_main(agent), main)
             await self._flow(lambda: self.flow_expiry(agent), expiry)
+            await self._flow(lambda: self.flow_fork(agent), ["fork-201"])
         for run in self.runs:  # leave nothing running behind
             try:
                 await self.req("DELETE", f"/v1/runs/{run}")

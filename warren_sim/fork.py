@@ -27,6 +27,7 @@ The rules:
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -35,12 +36,13 @@ import attrs
 
 from .engine import Simulation, run_headless
 from .engine.headless import tell_rejected
-from .engine.policy import Policy
+from .engine.policy import Policy, fork_policies
 from .engine.records import RUNTIME_KINDS
-from .replay import journal_origin, strip
+from .replay import IGNORED_KEYS, journal_origin, strip
 from .scenarios import PolicyFactory, instantiate
 
-__all__ = ["ForkError", "ForkPoint", "Forked", "fork_records", "parse_override", "run_fork"]
+__all__ = ["ForkError", "ForkPoint", "Forked", "brought_policy", "check_agents", "check_cursor", "fork_records",
+           "parse_override", "run_fork", "walk_to"]
 
 
 class ForkError(ValueError):
@@ -105,7 +107,9 @@ class _Bringer:
         self.sim = sim
         self.policies = policies
         self.where = where
-        self.expected = [(int(r.get("cursor", i)), strip(r)) for i, r in enumerate(records)
+        # (each record without its cursor and wall-clock facts; a journal's are JSON values already, so the JSON
+        # round trip of ``strip`` is left for the rare record that does not compare equal without it)
+        self.expected = [(int(r.get("cursor", i)), _unkeyed(r)) for i, r in enumerate(records)
                          if r["kind"] not in RUNTIME_KINDS]
         self.commands: dict[str, dict[str, Any]] = {}
         self.invalid: dict[str, dict[str, Any]] = {}
@@ -124,16 +128,27 @@ class _Bringer:
             if r["kind"] in RUNTIME_KINDS:
                 continue
             index = len(self.got)
-            plain = strip(r)
+            plain = _unkeyed(r)
             expected = self.expected[index][1] if index < len(self.expected) else None
             if expected is not None and r["kind"] == "run":  # the fork's own id: the one key that differs
                 expected = {**expected, "run_id": plain.get("run_id")}
-            if plain != expected:
+            if plain != expected and (expected is None or strip(plain) != strip(expected)):
                 cursor = self.expected[index][0] if index < len(self.expected) else "past its end"
                 raise ForkError(f"{self.where} does not replay: at cursor {cursor} the engine wrote {plain!r:.200}, "
                                 "the journal holds another record (was it edited, or written by another WARREN "
                                 "version? `warren replay` shows where)")
             self.got.append(r)
+
+    def fork(self) -> _Bringer | None:
+        """A copy standing where this one stands (``Simulation.fork``, the policies copied), or None when a
+        policy cannot be copied: then the caller walks the journal again instead."""
+        try:
+            policies = fork_policies(self.policies)
+        except Exception:  # (a TypeError naming it, or whatever a policy's own copying raises): walk again
+            return None
+        new = copy.copy(self)  # the journal's tables are shared: read only
+        new.sim, new.policies, new.got = self.sim.fork(), policies, list(self.got)
+        return new
 
     @property
     def boundary(self) -> int:
@@ -193,44 +208,74 @@ def fork_records(records: Sequence[dict[str, Any]], cursor: int, policy: str | P
     """
     records = list(records)
     loaded, seed, parent = journal_origin(records, where)
-    scenario = loaded.spec.name
     _check_cursor(records, cursor, where)
     run_id = f"{parent}-fork" if run_id is None else run_id
-    agents = {a.id for a in loaded.spec.agents}
-    for agent in [*(overrides or {}), *controlled]:
-        if agent not in agents:
-            raise ForkError(f"{agent!r} is not an agent of {scenario}; its agents: {', '.join(sorted(agents))}")
+    check_agents(loaded.spec, [*(overrides or {}), *controlled])
 
-    def walk(limit: int | None) -> tuple[_Bringer, int | None]:
-        """Bring a fresh simulation along: ``limit`` batches, or (None) while boundaries stay at or before
-        ``cursor``; the second value is how many batches to walk again when the last went past it."""
+    def fresh() -> _Bringer:
         sim, policies = instantiate(loaded, seed, policy, controlled, run_id=run_id)
         bringer = _Bringer(records, sim, policies, where)
         bringer.drain()
-        done = 0
-        while done < len(bringer.batch_cursors) and not sim.ended:
-            if limit is not None and done >= limit:
-                break
-            if limit is None and bringer.batch_cursors[done] > cursor:
-                break  # that batch's records begin after the cursor
-            bringer.batch()
-            done += 1
-            if limit is None and bringer.boundary > cursor:
-                return bringer, done - 1  # the cursor falls inside that batch: stop before it
-        return bringer, None
+        return bringer
 
-    bringer, again = walk(None)
+    bringer, again = walk_to(fresh(), cursor, None)
     if again is not None:
-        bringer, _ = walk(again)
-    sim = bringer.sim
-    point = ForkPoint(parent, cursor, max(bringer.boundary, 0), len([r for r in bringer.got if r["kind"] == "batch"]),
-                      sim.time)
+        bringer, _ = walk_to(fresh(), cursor, again)
+    point = ForkPoint(parent, cursor, max(bringer.boundary, 0), _batches(bringer.got), bringer.sim.time)
     out = [dict(r) for r in bringer.got]
     for r in out:
         if r["kind"] == "run":
             r["forked_from"] = point.as_dict()
             break
-    return Forked(sim, bringer.policies, point, out, dict(overrides or {}))
+    return Forked(bringer.sim, bringer.policies, point, out, dict(overrides or {}))
+
+
+def check_agents(spec: Any, agents: Sequence[str]) -> None:
+    """Every agent an override or ``controlled`` names is one of the scenario's, or a :class:`ForkError`."""
+    known = {a.id for a in spec.agents}
+    for agent in agents:
+        if agent not in known:
+            raise ForkError(f"{agent!r} is not an agent of {spec.name}; its agents: {', '.join(sorted(known))}")
+
+
+def _batches(records: Sequence[dict[str, Any]]) -> int:
+    return sum(1 for r in records if r["kind"] == "batch")
+
+
+def walk_to(bringer: _Bringer, cursor: int, limit: int | None, *, copy: bool = True) -> tuple[_Bringer, int | None]:
+    """Bring a run along its journal: ``limit`` batches, or (None) while boundaries stay at or before ``cursor``;
+    the second value is how many batches to walk again (on a fresh run) when the last went past it.
+
+    A batch whose boundary may lie past the cursor (the next batch begins after it) is walked, with ``copy``, on
+    a copy of the run (``Simulation.fork``): if it went past, the run as it stood before it is the fork point,
+    without walking the journal again (unless a policy cannot be copied). It is walked even when its records
+    show it ends past the cursor: a journal cut short inside it is an error, as it always was."""
+    bounds = bringer.batch_cursors
+    done = 0
+    while done < len(bounds) and not bringer.sim.ended:
+        if limit is not None and done >= limit:
+            break
+        if limit is None and bounds[done] > cursor:
+            break  # that batch's records begin after the cursor
+        maybe_past = limit is None and (done + 1 >= len(bounds) or bounds[done + 1] > cursor)
+        before = bringer.fork() if copy and maybe_past else None
+        bringer.batch()
+        done += 1
+        if limit is None and bringer.boundary > cursor:  # the cursor falls inside that batch: stop before it
+            if before is not None:
+                return before, None
+            return bringer, done - 1
+    return bringer, None
+
+
+def _unkeyed(record: dict[str, Any]) -> dict[str, Any]:
+    """A record without the keys replay ignores (``strip`` without its JSON round trip): itself if it has none."""
+    if "cursor" not in record and not IGNORED_KEYS.intersection(record):
+        return record
+    out = dict(record)
+    for key in IGNORED_KEYS:
+        out.pop(key, None)
+    return out
 
 
 @attrs.define
@@ -271,3 +316,30 @@ def run_fork(forked: Forked, on_batch: Any = None) -> dict[str, Any]:
     for agent, command in forked.overrides.items():
         policies[agent] = _Override(command, policies.get(agent))
     return run_headless(forked.sim, policies, on_batch=on_batch)
+
+
+def check_cursor(records: Sequence[dict[str, Any]], cursor: int, where: str = "the journal") -> None:
+    """Raise :class:`ForkError` if ``cursor`` names no record of ``records``: what a served fork answers 400 to
+    before anything is replayed (``fork_records`` checks the same)."""
+    _check_cursor(records, cursor, where)
+
+
+def brought_policy(records: Sequence[dict[str, Any]], agent_id: str, factory: PolicyFactory,
+                   where: str = "the fork's journal") -> Policy:
+    """``agent_id``'s policy, made by ``factory``, brought to where a served fork stands (docs/fork.md, "Served").
+
+    A remote agent that joins a fork (``warren agent``) was not there for its past: shown the fork's own
+    journal, whose engine records up to its first ``status`` record are the parent's up to the fork point, its
+    policy is brought there as a headless fork's are (every other agent's policy is a noop's, which recalls
+    nothing). Raises :class:`ForkError` as :func:`fork_records` does when the policy cannot be brought.
+    """
+    from .engine.policy import NoopPolicy
+
+    start = next((int(r.get("cursor", i)) for i, r in enumerate(records) if r.get("kind") == "status"), None)
+    if start is None:
+        raise ForkError(f"{where} has no status record: it is not a served run's journal")
+
+    def only(aid: str, role: str, briefing: dict[str, Any]) -> Any:
+        return factory(aid, role, briefing) if aid == agent_id else NoopPolicy()
+
+    return fork_records(records, start, only, where=where).policies[agent_id]

@@ -125,7 +125,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
             with agent:
                 try:
                     briefing = agent.briefing()
-                    policy = remote_policy(factory, args.agent, briefing)
+                    policy = brought_to_fork(args, view, factory, remote_policy(factory, args.agent, briefing))
                     for obs in agent.observations(wait=args.wait):
                         print(f"\n--- {obs.observation_id} ---\n{obs.text}")
                         for attempt in range(RETRIES_AFTER_REJECTION + 1):
@@ -155,6 +155,31 @@ def cmd_agent(args: argparse.Namespace) -> int:
     return _ended(args, final)
 
 
+def brought_to_fork(args: argparse.Namespace, view: Any, factory: Any, policy: Any) -> Any:
+    """The agent's policy brought to the fork point when the run is a fork (docs/fork.md, "Served"), else
+    ``policy``: shown the fork's journal up to where it stands, it goes on as if it had been there all along
+    (a fork continued with the parent's policies is its parent). A policy that cannot be brought is a usage
+    error that says why."""
+    if view.forked_from is None:
+        return policy
+    import httpx
+
+    from ..fork import ForkError, brought_policy
+
+    url = f"{args.url.rstrip('/')}/v1/runs/{args.run}/journal"
+    try:
+        reply = httpx.get(url, timeout=60.0)
+        reply.raise_for_status()
+    except httpx.HTTPError as exc:
+        raise UsageError(f"{args.run} is a fork; its journal ({url}) could not be read to bring the policy to "
+                         f"the fork point: {exc}") from None
+    records = [json.loads(line) for line in reply.text.splitlines() if line.strip()]
+    try:
+        return brought_policy(records, args.agent, factory, where=f"the journal of {args.run}")
+    except ForkError as exc:
+        raise UsageError(f"{args.agent}'s policy cannot join the fork {args.run}: {exc}") from None
+
+
 class _ReceiptLog:
     """``--receipts FILE``: each receipt as one JSON line, flushed at once (what the kill test checks)."""
 
@@ -181,6 +206,8 @@ def _agent_over_ws(args: argparse.Namespace) -> int:
 
 
 async def _agent_ws_main(args: argparse.Namespace, held: dict[str, str]) -> int:
+    import trio
+
     from ..client import ServerError, TransportError
     from ..client import open as open_client
 
@@ -200,7 +227,8 @@ async def _agent_ws_main(args: argparse.Namespace, held: dict[str, str]) -> int:
             async with agent:
                 try:
                     briefing = await agent.briefing()
-                    policy = remote_policy(factory, args.agent, briefing)
+                    policy = await trio.to_thread.run_sync(
+                        brought_to_fork, args, view, factory, remote_policy(factory, args.agent, briefing))
                     async for obs in agent.observations(wait=args.wait):
                         print(f"\n--- {obs.observation_id} ---\n{obs.text}")
                         for attempt in range(RETRIES_AFTER_REJECTION + 1):

@@ -13,6 +13,7 @@ from typing import Any
 from ..engine import Simulation
 from ..engine.records import TraceWriter
 from ..fork import ForkError, fork_records, parse_override, run_fork
+from ..journal_snapshots import fork_from_snapshots
 from ..replay import JournalError, read_journal
 from ..runtime.clock import wall_seconds
 from ..scenarios import ScenarioError
@@ -62,13 +63,22 @@ def cmd_fork(args: argparse.Namespace) -> int:
             if agent in overrides:
                 raise ForkError(f"--override {agent} is given twice; one override per agent")
             overrides[agent] = command
-        records = read_journal(args.journal)
-        forked = fork_records(records, args.cursor, policy_text(args.policy or ["solution"]), overrides=overrides,
-                              where=str(args.journal))
+        policy = policy_text(args.policy or ["solution"])
+        # from the last snapshot before the cursor when `warren run --snapshots` wrote some (the same fork)
+        snapped = fork_from_snapshots(args.journal, args.cursor, policy, overrides, str(args.journal))
+        if snapped is not None:
+            forked, head, head_records = snapped.forked, snapped.head, snapped.head_records
+        else:
+            records = read_journal(args.journal)
+            forked = fork_records(records, args.cursor, policy, overrides=overrides, where=str(args.journal))
+            head, head_records = "", 0
     except (ForkError, JournalError, ScenarioError) as exc:
         raise UsageError(str(exc)) from None
     out = open_trace(args.trace)
+    if out is not None:
+        out.write(head)
     writer = TraceWriter(out)
+    writer.cursor = head_records
     writer.write(forked.records)
     started = wall_seconds()
 

@@ -28,6 +28,7 @@ from ._common import (
     apply_scenarios_option,
     cli_params,
     open_trace,
+    policy_text,
     print_headless_summary,
     subparser,
 )
@@ -46,6 +47,10 @@ def register(sub: Any) -> None:
                         "repeatable: ROLE=SPEC or AGENT=SPEC for some agents (an agent's beats its role's, which "
                         "beats the plain SPEC; default solution)")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
+    p.add_argument("--snapshots", action="store_true",
+                   help="with --trace T: also write engine snapshots every few batches to T.snapshots/, so that "
+                        "warren fork T near the end of a long run starts from the last one instead of replaying "
+                        "the whole run (docs/fork.md)")
     add_scenarios_option(p)
     add_llm_options(p)
     p.set_defaults(func=run_command)
@@ -83,8 +88,15 @@ def run_command(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         erase()
         raise UsageError(str(exc)) from None
+    if args.snapshots and args.trace is None:
+        raise UsageError("--snapshots needs --trace T: the snapshots are written beside the trace, in T.snapshots/")
     out = open_trace(args.trace)
-    writer = TraceWriter(out)
+    snapshots = None
+    if args.snapshots and out is not None:
+        from ..journal_snapshots import SnapshotWriter
+
+        snapshots = SnapshotWriter(args.trace, out, loaded, policy_text(args.policy or ["solution"]), sim)
+    writer = TraceWriter(snapshots.stream if snapshots is not None else out)
     started = wall_seconds()
     erase()
     if not args.quiet and not live and started - began >= SLOW_SETUP_S:
@@ -93,6 +105,8 @@ def run_command(args: argparse.Namespace) -> int:
 
     def on_batch(s: Simulation) -> None:
         writer.write(s.drain_records())
+        if snapshots is not None:
+            snapshots.after_batch(s, policies, writer.cursor)
         if progress.due():
             progress.update(sim_time_ms=s.time, decisions=s.decisions, objectives=_objectives(s))
 

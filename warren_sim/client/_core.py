@@ -421,6 +421,21 @@ def create_run(scenario: str, seed: int, body: dict[str, Any]) -> Op[RunView]:
                               params={"scenario": scenario, "seed": seed}, json=body))
 
 
+def fork_run(run_id: str, body: dict[str, Any]) -> Op[RunView]:
+    """``POST /v1/runs/{run}/fork``: never retried, as a creation (a retry could make a second fork)."""
+    return (yield from run_op("POST", run_path(run_id, "/fork"), expect=(201,), retry="never", json=body))
+
+
+def run_fork_body(cursor: int, controlled_agents: ControlledAgents, npc_policy: str, pace: float | None,
+                  decision_deadline_s: float) -> dict[str, Any]:
+    """The fork body: the creation body's fields (no params: the world is the parent's) and the cursor."""
+    if not isinstance(cursor, int) or isinstance(cursor, bool):
+        raise TypeError(f"cursor is a record's cursor in the parent's journal (an int), not {cursor!r}")
+    body = run_create_body(controlled_agents, npc_policy, pace, decision_deadline_s, None)
+    del body["params"]
+    return {"cursor": cursor, **body}
+
+
 def list_runs() -> Op[list[RunView]]:
     call = Call("GET", "/v1/runs")
     data = yield call

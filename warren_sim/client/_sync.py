@@ -93,6 +93,15 @@ class AgentClient:
         body = core.run_create_body(controlled_agents, npc_policy, pace, decision_deadline_s, params)
         return self._run(core.create_run(scenario, seed, body))
 
+    def fork_run(self, run_id: str, cursor: int, controlled_agents: core.ControlledAgents = (),
+                 npc_policy: str = "solution", pace: float | None = None,
+                 decision_deadline_s: float = 60.0) -> RunView:
+        """Fork run ``run_id`` at ``cursor`` of its journal (docs/fork.md, "Served"): a new run from the last batch
+        boundary at or before it, whose view's ``forked_from`` says which; the other arguments are
+        :meth:`create_run`'s, with its defaults (never retried, as a creation)."""
+        body = core.run_fork_body(cursor, controlled_agents, npc_policy, pace, decision_deadline_s)
+        return self._run(core.fork_run(run_id, body))
+
     def get_run(self, run_id: str) -> RunView:
         return self._run(core.run_op("GET", core.run_path(run_id)))
 

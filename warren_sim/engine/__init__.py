@@ -6,6 +6,7 @@ modules below it: pyproject's import-linter contract for the engine):
 - ``headless``: the loop of in-process policies; ``briefing``: what an agent is told once;
 - ``sim``: the simulation (batches, the seeded order, wakes, outcomes, objectives, records);
 - ``command``: a command's shape (defined once) and its validation against an observation; ``layout``;
+  ``snapshot``: a run's copy (``Simulation.fork``) and its state for a snapshot beside a journal;
 - ``perception``: the observation, its lazy fields, affordances and text;
 - ``rules``: the rules of every tool, one table entry per tool (its prose at the top);
 - ``effects``: what a rule may do to the run (audience, notify, tell, deliver, emit, structure_changed);

@@ -324,11 +324,11 @@ def _structure_view(sim: Perceivable, sid: str) -> dict[str, Any]:
 # The observation's fields, each built from the Observation on first access (see Observation.view). The
 # order is the wire order of the object: ``Observation.observation`` lists them in this order.
 def _f_busy(o: Observation) -> list[dict[str, Any]]:
-    lanes = o._agent.lanes
-    if lanes["body"] is None and lanes["voice"] is None:  # idle (the commonest wake): nothing to list
+    agent = o._agent
+    if agent.idle():  # the commonest wake: nothing to list
         return []
     out = []
-    for x in lanes.values():  # a loop, not a comprehension: one call fewer, at most two lanes
+    for x in agent.lanes.values():  # a loop, not a comprehension: one call fewer, at most two lanes
         if x is not None:
             out.append({"lane": x.lane, "action": x.tool, "args": x.args, "started_ms": x.started,
                         "until_ms": x.until})

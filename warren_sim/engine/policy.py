@@ -64,3 +64,32 @@ class RandomPolicy:
             return dict(NOOP)
         action, args = options[self.rng.randrange(len(options))]
         return {"action": action, "args": dict(args)}
+
+
+def fork_policies(policies: dict[str, Any]) -> dict[str, Any]:
+    """Independent copies of a run's policies, for a fork of the run (``Simulation.fork``): each policy's own
+    ``fork()`` if it has one, else one ``copy.deepcopy`` of all the others together (so that policies sharing an
+    object, a team's plan, still share one copy of it). A policy that can be neither is a ``TypeError`` saying
+    which, never a policy shared by two runs (its state would mix both futures)."""
+    import copy
+
+    out: dict[str, Any] = {}
+    rest: dict[str, Any] = {}
+    for aid, policy in policies.items():
+        own = getattr(policy, "fork", None)
+        if callable(own):
+            out[aid] = own()
+        else:
+            rest[aid] = policy
+    try:
+        out.update(copy.deepcopy(rest))
+    except Exception as exc:
+        for aid, policy in rest.items():  # name the first one that does not copy
+            try:
+                copy.deepcopy(policy)
+            except Exception:
+                raise TypeError(f"the policy of {aid} ({type(policy).__name__}) cannot be copied for a fork "
+                                f"({exc!r:.120}): give it a fork() method that returns an independent copy of it"
+                                ) from exc
+        raise
+    return {aid: out[aid] for aid in policies}

@@ -31,6 +31,7 @@ from .layout import layout
 from .perception import Observation, Perceivable
 from .rules import ToolRules, catalog, generic_names
 from .scheduler import COMPLETION, DEADLINE, WAKE, Scheduler
+from .snapshot import fork_simulation
 from .spec import ScenarioSpec
 from .tools import Tool
 from .world import Action, Agent, Cell, World
@@ -342,6 +343,11 @@ class Simulation(Perceivable):
         if self._all_met:
             self._end_if_all_met()
 
+    def fork(self) -> Simulation:
+        """An independent copy standing where this run stands (at a batch boundary, or with its batch open),
+        made without replaying: the same answers give both the same records. ``snapshot.py`` says how."""
+        return fork_simulation(self)
+
     def cancel(self, reason: str = "cancelled by an operator") -> None:
         if not self.ended:
             self._end("cancelled", reason)
@@ -385,7 +391,7 @@ class Simulation(Perceivable):
             _append_event(agent, (t, oid, entry.name, "accepted", ""))
             if not durative:  # (a durative action holds its lane now: the agent is not idle)
                 self._wake(agent, t + self.conv.tick_ms, "done")
-                if lanes["body"] is None and lanes["voice"] is None:
+                if agent.idle():
                     self._wake(agent, t + self.conv.idle_wake_ms, "idle")
             return
         if self.record:  # accepted (not stored: see outcome_of)
@@ -399,7 +405,7 @@ class Simulation(Perceivable):
                 heappush(self._heap, (at, WAKE, self._next_seq(), agent.id, token))
             else:
                 self._wake(agent, at, "timer")
-        elif agent.lanes["body"] is None and agent.lanes["voice"] is None:
+        elif agent.idle():
             self._wake(agent, t + self.conv.idle_wake_ms, "idle")
 
     def _complete(self, agent_id: str, token: int) -> None:
@@ -509,13 +515,12 @@ class Simulation(Perceivable):
         wakes = self._event_wakes
         for agent in audience:
             _append_event(agent, shared)
-            lanes = agent.lanes
             # Only an agent idle now can be idle once the instant is settled with no wake due at the event's
             # (what _flush_event_wakes wakes), so only those are queued: the crowd walking through is not visited
             # twice. One busy now becomes idle within the instant only by its action ending (completed or
             # interrupted: woken now) or by its own answer replacing it with an instant tool (woken at t + tick_ms
             # for "done", which outranks "event"): either way the event's wake would change nothing.
-            if lanes["body"] is None and lanes["voice"] is None:
+            if agent.idle():
                 wakes.append(agent)
 
     def _flush_event_wakes(self) -> None:
@@ -527,8 +532,7 @@ class Simulation(Perceivable):
         wake_at = self.time + self.conv.tick_ms
         now = self.time
         for other in dict.fromkeys(self._event_wakes):  # each once, in the order they were told while idle
-            lanes = other.lanes
-            if lanes["body"] is None and lanes["voice"] is None and other.wake_time != now:
+            if other.idle() and other.wake_time != now:
                 self._wake(other, wake_at, "event")  # (one waking now sees the event anyway)
         self._event_wakes.clear()
 

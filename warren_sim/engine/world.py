@@ -76,8 +76,13 @@ class Agent:
     messages: list[dict[str, Any]] = attrs.Factory(list)
     messages_dropped: int = 0
 
+    def idle(self) -> bool:
+        """No action holds either lane: the one test of "idle" (idle wakes, event wakes, what perception lists)."""
+        lanes = self.lanes
+        return lanes["body"] is None and lanes["voice"] is None
+
     def busy(self) -> bool:
-        return self.lanes["body"] is not None or self.lanes["voice"] is not None
+        return not self.idle()
 
 
 @attrs.define(eq=False)

@@ -1,4 +1,4 @@
-"""Run routes: create, list, view, start, cancel a run, and read its journal as flushed to disk.
+"""Run routes: create, fork, list, view, start, cancel a run, and read its journal as flushed to disk.
 
 Each route is one call on the run manager or a run; refusals are :class:`RunError` / :class:`BadRequest`
 and become problem replies in :mod:`warren_sim.http.hooks`.
@@ -10,7 +10,7 @@ import trio
 from quart import Response, request
 
 from ..protocol.converter import WireError, structure_or_error
-from ..protocol.models import RunCreate
+from ..protocol.models import RunCreate, RunFork
 from ..runtime.errors import run_ended
 from ..runtime.stored import journal_text_of
 from ..scenarios import list_scenarios
@@ -38,6 +38,18 @@ def register_run_routes(app: WarrenApp) -> None:
         except WireError as exc:
             raise BadRequest(400, str(exc)) from None
         run = runs().create(scenario_name, seed, create)
+        return reply(run.view(), 201)
+
+    @app.route("/v1/runs/<run_id>/fork", methods=["POST"])
+    async def fork_run(run_id: str) -> Response:
+        """A new run from a cursor of this run's journal (docs/fork.md, "Served"): the creation body plus cursor."""
+        runs().get(run_id)  # 404 before the body is read: there is nothing to fork
+        body = await json_body(required=True)
+        try:
+            fork = structure_or_error(body, RunFork)
+        except WireError as exc:
+            raise BadRequest(400, str(exc)) from None
+        run = await runs().fork(run_id, fork)
         return reply(run.view(), 201)
 
     @app.route("/v1/runs", methods=["GET"])

@@ -57,6 +57,7 @@ __all__ = [
     "ReceiptStatus",
     "RoleSelector",
     "RunCreate",
+    "RunFork",
     "RunStatus",
     "RunView",
     "problem",
@@ -190,6 +191,22 @@ class RunCreate:
     decision_deadline_s: float = attrs.field(default=60.0, validator=_check_deadline)
     params: dict[str, ParamValue] = attrs.field(factory=dict)
     faults: FaultsConfig | None = None
+
+
+def _check_cursor(instance: Any, attribute: Any, value: int) -> None:
+    if value < 0:
+        raise FieldValueError(attribute.name, f"a cursor is a record's index in the journal, >= 0, got {value}")
+
+
+@attrs.frozen
+class RunFork(RunCreate):
+    """Body of ``POST /v1/runs/{run}/fork`` (docs/fork.md, "Served"): the run creation body's fields, with the same
+    defaults, plus ``cursor``, the parent's journal cursor to fork at (the fork starts from the last batch boundary
+    at or before it). The world is the parent's (its scenario, seed and params): ``params`` must stay empty."""
+
+    WIRE_NAME: ClassVar[str] = "the run fork body"
+
+    cursor: int = attrs.field(kw_only=True, validator=_check_cursor)
 
 
 @attrs.frozen
@@ -400,3 +417,5 @@ class RunView:
     error: str | None
     pace: float | None
     decision_deadline_s: float
+    # a fork's parent and fork point ({"run_id", "cursor", "batch_cursor"}); absent from a run that is no fork
+    forked_from: dict[str, Any] | None = None

@@ -179,6 +179,16 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              body="run_create", links=_RUN_LINKS,
              description="Agent control is explicit: controlled_agents are remote, npc_policy drives the rest. "
                          "The run stays created until every controlled agent is claimed (or POST .../start)."),
+    Endpoint("POST", "/v1/runs/{run_id}/fork", "forkRun",
+             "Fork a run at a cursor of its journal: a new run from the last batch boundary at or before it", 201,
+             "run", (400, 404, 408, 409, 413, 429), body="run_fork", body_required=True, links=_RUN_LINKS,
+             description="The body is the run creation body (the same fields and defaults) plus cursor; the world "
+                         "is the parent's (params stay empty). The parent may be live or ended, known by its "
+                         "journal on disk after a restart. The new run's view has forked_from {run_id, cursor, "
+                         "batch_cursor}; its NPC policies are brought to the fork point, its controlled agents "
+                         "are claimed as in any run. 400: a cursor below 0 or past the journal's end; 409: a "
+                         "journal that cannot bring the fork there (cut short or edited) or a policy that cannot "
+                         "be brought to the fork point; nothing is created on an error (docs/fork.md)."),
     Endpoint("GET", "/v1/runs", "listRuns", "List runs", 200, "run_list", (409,), links=_LIST_LINKS),
     Endpoint("GET", "/v1/runs/{run_id}", "getRun", "A run's status, sim time, agents, objectives and result", 200,
              "run", (404, 409), links=_RUN_READ_LINKS),
@@ -298,7 +308,8 @@ def _rewrite(node: Any) -> Any:
             if key in ("$schema", "$id"):
                 continue
             if key == "$ref" and isinstance(value, str) and value.startswith(ID_PREFIX):
-                value = "#/components/schemas/" + _component(value[len(ID_PREFIX):])
+                name, _, pointer = value[len(ID_PREFIX):].partition("#")  # a part of a schema: run_create#/...
+                value = "#/components/schemas/" + _component(name) + pointer
             out[key] = _rewrite(value)
         return out
     if isinstance(node, list):

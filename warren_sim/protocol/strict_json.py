@@ -29,6 +29,8 @@ from typing import Any
 
 import orjson
 
+from warren_sim.engine.command import json_type_name
+
 __all__ = [
     "MAX_BODY_BYTES",
     "MAX_DEPTH",
@@ -86,23 +88,6 @@ def format_path(parts: Iterable[str | int]) -> str:
         else:
             out.append(f"[{json.dumps(part, ensure_ascii=False)}]")
     return "".join(out)
-
-
-def json_type_name(value: object) -> str:
-    """The JSON word for a Python value's type, for messages ("got a string", not "got <class 'str'>")."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list | tuple):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
 
 
 def canonical_json(obj: Any) -> bytes:

@@ -30,9 +30,15 @@ from typing import Any, Literal
 
 import attrs
 
-from warren_sim.engine.command import DECISION_FIELDS, DECISIONS, MAX_SLEEP_MS
+from warren_sim.engine.command import (
+    COMMAND_SHAPES,
+    DECISION_FIELDS,
+    MAX_SLEEP_MS,
+    json_type_name,
+    parse_command,
+    show_json,
+)
 from warren_sim.protocol.models import Receipt
-from warren_sim.protocol.strict_json import json_type_name
 
 __all__ = [
     "COMMAND_FIELDS",
@@ -48,8 +54,6 @@ __all__ = [
 #: Every key a command body may carry: its ids, then the decision's fields (the engine's, ``engine/command.py``,
 #: where the shape and ``MAX_SLEEP_MS`` are defined).
 COMMAND_FIELDS = ("command_id", "observation_id", *DECISION_FIELDS)
-_VALID_FIELDS = ", ".join(sorted(COMMAND_FIELDS))
-_COMMAND_SHAPES = '{"action": "<tool>", "args": {...}}, {"sleep_ms": <ms>} or {"noop": true}'
 
 ObservationStatus = Literal["outstanding", "answered", "expired", "superseded"]
 ExpiryReason = Literal["deadline", "run_ended"]
@@ -173,57 +177,10 @@ def _receipt(
 
 
 def normalize_command(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
-    """Check a command's shape and return ``(payload, None)`` or ``(None, teaching_error)``.
-
-    Shape only: exactly one of action/sleep_ms/noop; ``noop`` true; ``action`` a string with ``args`` an
-    object (default ``{}``); ``sleep_ms`` an integer in 0..2**53-1; no keys outside :data:`COMMAND_FIELDS`.
-    Whether the action is a tool of the catalog with valid args is the caller's ``validate_payload``.
-    """
-    unknown = sorted(key for key in body if key not in COMMAND_FIELDS)
-    if unknown:
-        noun = "field" if len(unknown) == 1 else "fields"
-        return None, (
-            f"unknown {noun} {', '.join(repr(k) for k in unknown)} in the command; valid fields: {_VALID_FIELDS}"
-        )
-    present = [key for key in DECISIONS if key in body]
-    if not present:
-        return None, f"the command has no decision; send exactly one of {_COMMAND_SHAPES}"
-    if len(present) > 1:
-        return None, (f"the command has {' and '.join(present)}; send exactly one of {_COMMAND_SHAPES}")
-    (kind,) = present
-    if kind != "action" and "args" in body:
-        return None, f"args belongs with action; a {kind} command takes no args"
-    value = body[kind]
-    if kind == "noop":
-        if value is not True:
-            return None, f"noop must be true, got {_show(value)}; to act send action, to wait send sleep_ms"
-        return {"noop": True}, None
-    if kind == "sleep_ms":
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_SLEEP_MS:
-            return None, (
-                f"sleep_ms must be an integer number of milliseconds from 0 to {MAX_SLEEP_MS}, got {_show(value)}"
-            )
-        return {"sleep_ms": value}, None
-    if not isinstance(value, str):
-        return None, f"action must be a string naming one of your tools, got {_show(value)}"
-    args = body.get("args", {})
-    if not isinstance(args, dict):
-        return None, (
-            f'args must be an object of the tool\'s arguments (for example {{"item": "toolbox-1"}}), '
-            f"got {_show(args)}"
-        )
-    return {"action": value, "args": dict(args)}, None
-
-
-def _show(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float | str):
-        text = repr(value)
-        return f"{json_type_name(value)} {text if len(text) <= 40 else text[:37] + '...'}"
-    return json_type_name(value)
+    """Check a served command's shape and return ``(payload, None)`` or ``(None, teaching_error)``: the
+    engine's one parser (``engine/command.py: parse_command``) with the ids of :data:`COMMAND_FIELDS` allowed.
+    Whether the action is a tool of the catalog with valid args is the caller's ``validate_payload``."""
+    return parse_command(body, COMMAND_FIELDS)
 
 
 def judge(
@@ -242,7 +199,7 @@ def judge(
         return _refuse(
             f"the command must be a JSON object, got {json_type_name(body)}; send "
             '{"command_id": "<your id>", "observation_id": "<agent>#<seq>", ...} with one of '
-            + _COMMAND_SHAPES
+            + COMMAND_SHAPES
         )
     # 1. identifiers: without them the command cannot be deduplicated
     command_id = body.get("command_id", _MISSING)
@@ -252,7 +209,7 @@ def judge(
         if value is _MISSING:
             faults.append(f"{name} is missing")
         elif not isinstance(value, str):
-            faults.append(f"{name} must be a string, got {_show(value)}")
+            faults.append(f"{name} must be a string, got {show_json(value)}")
     if command_id == "":
         faults.append("command_id must not be empty")
     if faults:

@@ -10,12 +10,14 @@ the same seed and the same choices give the same records, byte for byte.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from ..engine import NOOP, Observation, Policy, Simulation
 from ..engine.headless import answer_or_noop
+from ..engine.policy import fork_policies
 from ..engine.records import dumps_record, with_cursor
 from ..scenarios import LoadedScenario, instantiate, resolve_policy
 
@@ -106,6 +108,18 @@ class Driver:
         self.controlled_decisions = 0
         self.progress = progress(sim)
         self._run_to_controlled()
+
+    def fork(self) -> Driver:
+        """An independent driver at the same point of the same episode (``Simulation.fork``, the policies of the
+        uncontrolled agents copied with ``fork_policies``): the same actions give both the same future."""
+        new = copy.copy(self)  # the scenario, the controlled agents, the options: the same, never changed
+        sim = self.sim
+        new.sim = forked = sim.fork() if sim is not None else None
+        new.policies = fork_policies(self.policies)
+        new.awake = {aid: forked.pending[aid] for aid in self.awake} if forked is not None else {}
+        new.choices = {aid: [{**c, "args": dict(c["args"])} for c in options] for aid, options in self.choices.items()}
+        new._lines = list(self._lines)
+        return new
 
     def step(self, actions: Mapping[str, Any]) -> float:
         """Answer the awake controlled agents, adjudicate, run on; the team reward of the step."""

@@ -9,6 +9,7 @@ allows only the noop; its action is ignored. See docs/rl.md.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import Any
 
@@ -97,6 +98,22 @@ class WarrenParallelEnv(ParallelEnv[str, dict[str, Any], Any]):
             observations[aid], infos[aid] = sp.observe(self.driver, aid, self.max_text)
         self._infos = infos
         return observations, infos
+
+    def fork(self) -> WarrenParallelEnv:
+        """An independent env at this env's state: the same episode at the same step (the engine copied by
+        ``Simulation.fork``, without replaying), the same seed generator and spaces' generators, so that the
+        same actions (and resets) give both the same observations, rewards and records. Stepping one never
+        changes the other. docs/fork.md, "In process"."""
+        new = copy.copy(self)
+        new.driver = self.driver.fork()
+        new.agents = list(self.agents)
+        new.possible_agents = list(self.possible_agents)
+        new.metadata = dict(self.metadata)
+        new._np_random = copy.deepcopy(self._np_random)
+        new._obs_spaces = copy.deepcopy(self._obs_spaces)
+        new._act_spaces = copy.deepcopy(self._act_spaces)
+        new._infos = copy.deepcopy(self._infos)
+        return new
 
     def render(self) -> str:
         """The texts of the envelopes of the current batch (agents that woke), one after another."""

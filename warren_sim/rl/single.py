@@ -7,6 +7,7 @@ and the reward are those of the parallel env (``spaces.py``, ``driver.py``).
 
 from __future__ import annotations
 
+import copy
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -58,6 +59,18 @@ class WarrenGymEnv(gym.Env[dict[str, Any], Any]):
         ended = self.driver.ended
         truncated = ended and self.driver.truncated
         return obs, reward, ended and not truncated, truncated, self._info
+
+    def fork(self) -> WarrenGymEnv:
+        """An independent env at this env's state (see ``WarrenParallelEnv.fork``): the same actions give both
+        the same observations and rewards; stepping one never changes the other. On an env from
+        ``gymnasium.make``, fork its ``unwrapped`` env."""
+        new = copy.copy(self)
+        new.driver = self.driver.fork()
+        new._np_random = copy.deepcopy(self._np_random)
+        new.observation_space = copy.deepcopy(self.observation_space)
+        new.action_space = copy.deepcopy(self.action_space)
+        new._info = copy.deepcopy(self._info)
+        return new
 
     def render(self) -> str | None:
         """The text of the agent's current envelope (or of the end)."""

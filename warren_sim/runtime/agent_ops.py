@@ -56,6 +56,7 @@ from typing import Any
 import attrs
 import orjson
 
+from ..observability.logs import LogEvent
 from ..observability.tracing import NULL_SPAN
 from ..protocol.converter import converter
 from ..protocol.models import ControlledAgents, Receipt
@@ -254,8 +255,11 @@ def fault(manager: RunManager, run_id: str, agent_id: str, kind: str, *, websock
         return None
     run = manager.runs.get(run_id)
     if run is not None and not run.is_ended and isinstance(run, Run):
-        run.journal.append(met.record())
+        record = met.record()
+        run.journal.append(record)
         run.journal.write_through()  # on the OS's side at once, as a verdict; readers see it with the batch
+        manager.say(LogEvent("fault", f"fault {met.fault}: {agent_id}'s {kind} #{met.index} in {run_id}",
+                             {"run_id": run_id, **{k: v for k, v in record.items() if k != "kind"}}))
         if met.fault == "expire":
             ra = run.remote.get(agent_id)
             if ra is not None and ra.lease is not None:

@@ -24,16 +24,25 @@ from typing import Any
 import attrs
 import trio
 
+from ..engine import Policy, Simulation
 from ..observability.logs import LogEvent
 from ..observability.metrics import NO_METRICS, Metrics, NoMetrics
 from ..observability.tracing import NO_TRACER, NoTracer, Tracer
-from ..protocol.models import TERMINAL_RUN_STATUSES, ControlledAgents, RoleSelector, RunCreate
-from ..scenarios import LoadedScenario, ScenarioError, instantiate, list_scenarios, load_scenario, npc_team
+from ..protocol.models import TERMINAL_RUN_STATUSES, ControlledAgents, RoleSelector, RunCreate, RunFork
+from ..scenarios import (
+    LoadedScenario,
+    ScenarioError,
+    instantiate,
+    list_scenarios,
+    load_scenario,
+    npc_team,
+)
 from ..scenarios.loader import find_scenario
 from .api import RunAPI
 from .clock import WallMap, unix_now
 from .errors import RunError
 from .faults import FaultInjector, FaultSpec, FaultSpecError, as_fault_spec, parse_faults
+from .forking import bring_fork
 from .journal import Journal
 from .restore import RestoreError, lease_path, rebuild_run, summary_of
 from .run import Run, RunConfig
@@ -158,7 +167,7 @@ class RunManager:
                                   resume=self.config.resume)
             except (RestoreError, OSError, ValueError, KeyError, TypeError) as exc:
                 self.restore_errors.append(f"{path.name}: {exc}")
-                self._say(LogEvent("run.not_restored", f"{path.name} could not be restored: {exc}",
+                self.say(LogEvent("run.not_restored", f"{path.name} could not be restored: {exc}",
                                    {"run_id": run_id, "error": str(exc)}, logging.ERROR))
                 continue
             self._observe(run)
@@ -167,14 +176,14 @@ class RunManager:
                 run.journal.close()
                 write_view(path, run.view())
                 self.runs[run_id] = self._stored(run_id, path, run.status)
-                self._say(LogEvent("run.ended", f"{run_id} ended: crashed (server restarted, --no-resume)",
+                self.say(LogEvent("run.ended", f"{run_id} ended: crashed (server restarted, --no-resume)",
                                    {"run_id": run_id, "status": "crashed", "reason": "server restarted"},
                                    logging.WARNING))
                 continue
             self.runs[run_id] = run
             self._resume_faults(run)
             self.nursery.start_soon(self._drive, run, name=f"warren run {run_id}")
-            self._say(LogEvent("run.resumed", f"{run_id} resumed: {run.config.scenario} seed {run.config.seed} at "
+            self.say(LogEvent("run.resumed", f"{run_id} resumed: {run.config.scenario} seed {run.config.seed} at "
                                f"t={run.sim.time} ms", {"run_id": run_id, "scenario": run.config.scenario,
                                                         "seed": run.config.seed, "t": run.sim.time}))
             if self.config.on_event is not None:
@@ -230,7 +239,8 @@ class RunManager:
                 await trio.sleep(0)  # the waiters the end released go first
                 _give_back_memory()
 
-    def _say(self, event: LogEvent) -> None:
+    def say(self, event: LogEvent) -> None:
+        """A line for the server's log (``warren serve`` prints it, as JSON with ``--log-format json``)."""
         if self.config.on_event is not None:
             self.config.on_event(event)
 
@@ -252,11 +262,7 @@ class RunManager:
     def create(self, scenario: str, seed: int, body: RunCreate) -> Run:
         if scenario not in list_scenarios():
             raise RunError(404, f"unknown scenario {scenario!r}; valid scenarios: {', '.join(list_scenarios())}")
-        cap = self.config.max_runs
-        if self.live_runs() >= cap:
-            raise RunError(429, f"this server already has {cap} live runs (created or running; its cap, warren "
-                           "serve --max-runs); cancel one you no longer need (DELETE /v1/runs/{run_id}) or wait "
-                           "for one to end, then retry", retry_after=10)
+        self._check_cap()
         try:
             loaded = self._load(scenario, dict(body.params))
         except ScenarioError as exc:
@@ -267,26 +273,28 @@ class RunManager:
                            "--max-agents); ask for fewer (see GET /v1/scenarios/" + scenario + " for its "
                            "parameters)")
         controlled = self._controlled(scenario, loaded.spec.agents, body.controlled_agents)
-        faults = None
-        if body.faults is not None:
-            try:
-                faults = parse_faults(body.faults.spec)
-            except FaultSpecError as exc:
-                raise RunError(400, f"faults.spec: {exc}") from None
+        faults = self._faults(body)
         run_id = f"run-{self._next}"
         try:
             sim, policies = instantiate(loaded, seed, npc_team(body.npc_policy, loaded), controlled, run_id=run_id)
         except ScenarioError as exc:  # a team naming no role or agent of the scenario, or no such population
             raise RunError(400, f"npc_policy: {exc}") from None
         self._next += 1
+        return self._launch(run_id, scenario, seed, loaded, controlled, body, faults, sim, policies)
+
+    def _launch(self, run_id: str, scenario: str, seed: int, loaded: LoadedScenario, controlled: list[str],
+                body: RunCreate, faults: FaultSpec | None, sim: Simulation, policies: dict[str, Policy], *,
+                engine_records: list[dict[str, Any]] | None = None,
+                forked_from: dict[str, Any] | None = None) -> Run:
+        """A new run (created or forked) journaled, indexed and started as its own task."""
         path = self.config.data_dir / f"{run_id}.jsonl" if self.config.data_dir is not None else None
         config = RunConfig(run_id, scenario, seed, tuple(controlled), body.npc_policy, body.pace,
                            body.decision_deadline_s, dict(loaded.params), self.config.lease_ttl,
-                           self.config.max_polls_per_lease, self.config.max_spectators)
+                           self.config.max_polls_per_lease, self.config.max_spectators, forked_from)
         journal = Journal(path, fsync=self.config.fsync)
         journal.metrics = self.metrics  # before the run's first records are written
         run = Run(config, sim, policies, journal, self.wallmap,
-                  lease_file=lease_path(path) if path is not None else None)
+                  lease_file=lease_path(path) if path is not None else None, engine_records=engine_records)
         self._observe(run)
         self.runs[run_id] = run
         plan = self.faults.start(run_id, faults, None if body.faults is None else body.faults.seed)
@@ -294,12 +302,49 @@ class RunManager:
             run.journal.append({"kind": "faults", "spec": plan.spec.text, "seed": plan.seed})
         self.nursery.start_soon(self._drive, run, name=f"warren run {run_id}")
         if self.config.on_event is not None:
+            fork = f", forked from {forked_from['run_id']} at cursor {forked_from['cursor']}" if forked_from else ""
             self.config.on_event(LogEvent(
                 "run.created", f"{run_id} created: {scenario} seed {seed}, controlled {_shown(controlled) or 'none'}, "
-                f"npc_policy {body.npc_policy}", {"run_id": run_id, "scenario": scenario, "seed": seed,
-                                                  "controlled_agents": len(controlled), "npc_policy": body.npc_policy}))
+                f"npc_policy {body.npc_policy}{fork}", {"run_id": run_id, "scenario": scenario, "seed": seed,
+                                                        "controlled_agents": len(controlled),
+                                                        "npc_policy": body.npc_policy}))
             self.nursery.start_soon(self._report_lifecycle, run, self.config.on_event)
         return run
+
+    # -- forks (docs/fork.md, "Served") --------------------------------------------------------------
+    async def fork(self, parent_id: str, body: RunFork) -> Run:
+        """A new run from the last batch boundary at or before ``body.cursor`` of run ``parent_id``'s journal
+        (:func:`~warren_sim.runtime.forking.bring_fork` says what is refused, and how)."""
+        parent = self.get(parent_id)
+        self._check_cap()
+
+        def reserve() -> str:
+            run_id = f"run-{self._next}"
+            self._next += 1  # taken now: another run may be created while the fork is brought to its point
+            return run_id
+
+        fork = await bring_fork(parent, body, reserve, self._controlled)
+        faults = self._faults(body)
+        self._check_cap()
+        return self._launch(fork.run_id, fork.scenario, fork.seed, fork.loaded, fork.controlled, body, faults,
+                            fork.forked.sim, fork.forked.policies, engine_records=fork.forked.records,
+                            forked_from=fork.forked.point.as_dict())
+
+    def _check_cap(self) -> None:
+        cap = self.config.max_runs
+        if self.live_runs() >= cap:
+            raise RunError(429, f"this server already has {cap} live runs (created or running; its cap, warren "
+                           "serve --max-runs); cancel one you no longer need (DELETE /v1/runs/{run_id}) or wait "
+                           "for one to end, then retry", retry_after=10)
+
+    @staticmethod
+    def _faults(body: RunCreate) -> FaultSpec | None:
+        if body.faults is None:
+            return None
+        try:
+            return parse_faults(body.faults.spec)
+        except FaultSpecError as exc:
+            raise RunError(400, f"faults.spec: {exc}") from None
 
     def _load(self, scenario: str, params: dict[str, Any]) -> LoadedScenario:
         """``load_scenario``, kept for the next run of the same scenario and parameters.

@@ -69,6 +69,12 @@ def _lease_digests(path: Path) -> dict[str, str]:
         return {}
 
 
+def _forked_from(run_rec: dict[str, Any]) -> dict[str, Any] | None:
+    """A fork's parent and fork point, as its ``run`` record names them (None: the run is no fork)."""
+    point = run_rec.get("forked_from")
+    return dict(point) if isinstance(point, dict) else None
+
+
 def rebuild_run(path: Path, wallmap: WallMap, *, lease_ttl: float, max_polls: int, max_spectators: int,
                 fsync: bool = False, resume: bool = True) -> Run:
     """The run of journal ``path`` rebuilt. With ``resume`` a live run gets its ``restart`` record and
@@ -89,7 +95,7 @@ def rebuild_run(path: Path, wallmap: WallMap, *, lease_ttl: float, max_polls: in
     sim, policies = instantiate(loaded, seed, npc_team(npc_policy, loaded), controlled, run_id=run_id)
     config = RunConfig(run_id, str(run_rec["scenario"]), seed, controlled, npc_policy, cfg.get("pace"),
                        float(cfg.get("decision_deadline_s", 30.0)), dict(loaded.params), lease_ttl,
-                       max_polls, max_spectators)
+                       max_polls, max_spectators, _forked_from(run_rec))
     journal = Journal(path, fsync=fsync, restored=records)
     run = Run(config, sim, policies, journal, wallmap, lease_file=lease_path(path), restored=True)
     try:

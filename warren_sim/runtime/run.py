@@ -56,7 +56,8 @@ class Run:
     tracer: Tracer | NoTracer = NO_TRACER  # the app's, set by the manager: spans of agent requests (agent_ops)
 
     def __init__(self, config: RunConfig, sim: Simulation, policies: dict[str, Policy], journal: Journal,
-                 wallmap: WallMap, *, lease_file: Path | None = None, restored: bool = False) -> None:
+                 wallmap: WallMap, *, lease_file: Path | None = None, restored: bool = False,
+                 engine_records: list[dict[str, Any]] | None = None) -> None:
         state = self.state = RunState(config, sim, journal, wallmap)
         self.mailbox = Mailbox(state)
         self.desk = AgentDesk(state, lease_file)
@@ -70,7 +71,7 @@ class Run:
         self.ended: trio.Event = state.ended
         if restored:
             return
-        state.begin()
+        state.begin(engine_records)  # a fork's: the engine records it stands on (RunManager.fork)
         if not config.controlled:
             state.start()
 

@@ -37,6 +37,8 @@ class RunConfig:
     lease_ttl: float
     max_polls_per_lease: int = 4  # concurrent long-polls one lease may hold (429 beyond)
     max_spectators: int = 64  # concurrent spectator streams of this run (429 beyond)
+    # a fork's parent and fork point ({"run_id", "cursor", "batch_cursor"}: warren_sim.fork.ForkPoint.as_dict)
+    forked_from: dict[str, Any] | None = None
 
 
 class BatchWake:
@@ -87,12 +89,16 @@ class RunState:
     def is_ended(self) -> bool:
         return self.status in TERMINAL_RUN_STATUSES
 
-    def begin(self) -> None:
-        """A new run's first records after the engine's own: its configuration and status ``created``."""
+    def begin(self, engine_records: list[dict[str, Any]] | None = None) -> None:
+        """A new run's first records: its configuration, the engine's own and status ``created``.
+
+        ``engine_records``: what the engine wrote before this run holds it (a fork's: its parent's engine
+        records up to the fork point, which ``warren_sim.fork`` drained while bringing the engine there)."""
         config = self.config
         self.journal.append({"kind": "config", "controlled_agents": list(config.controlled),
                              "npc_policy": config.npc_policy, "pace": config.pace,
                              "decision_deadline_s": config.decision_deadline_s})
+        self.journal.extend(engine_records or [])
         self.journal.extend(self.sim.drain_records())
         self._status_record()
         self.journal.flush()

@@ -39,11 +39,14 @@ def run_view(run: RunState) -> dict[str, Any]:
         result = {"status": run.status, "reason": sim.end_reason or run.error or run.cancel_reason,
                   "sim_time_ms": sim.time, "decisions": sim.decisions}
     pace = run.config.pace
-    return {"run_id": run.run_id, "scenario": run.config.scenario, "seed": run.config.seed,
+    view: dict[str, Any] = {"run_id": run.run_id, "scenario": run.config.scenario, "seed": run.config.seed,
             "status": run.status, "sim_time_ms": sim.time, "agents": agents,
             "objectives": sim.objective_views(), "result": result, "error": run.error,
             "pace": pace if pace is None or math.isfinite(pace) else None,
             "decision_deadline_s": run.config.decision_deadline_s}
+    if run.config.forked_from is not None:  # only a fork's view has the key: every other view is as it was
+        view["forked_from"] = dict(run.config.forked_from)
+    return view
 
 
 class WireEnvelope:

@@ -23,7 +23,7 @@ from ..client import AsyncAgentClient
 from ..http.app import create_app
 from ..protocol.models import TERMINAL_RUN_STATUSES
 from ..runtime.manager import ServerConfig
-from .served import WarrenTestError, checked, server_options
+from .served import RunName, WarrenTestError, checked, server_options
 
 __all__ = ["AppRun", "InProcessWarren", "open_in_process"]
 
@@ -54,6 +54,13 @@ class InProcessWarren:
         response = await self.request("POST", "/v1/runs", params={"scenario": scenario, "seed": seed}, json=body)
         return AppRun(self, response.json()["run_id"], scenario, seed)
 
+    async def fork(self, run: AppRun | str, cursor: int, controlled_agents: Iterable[str] = (),
+                   **options: Any) -> AppRun:
+        """``POST /v1/runs/{run}/fork``, as :meth:`WarrenServer.fork <warren_sim.testing.WarrenServer.fork>`."""
+        body = {"cursor": cursor, "controlled_agents": list(controlled_agents), **options}
+        view = (await self.request("POST", f"/v1/runs/{run}/fork", json=body)).json()
+        return AppRun(self, view["run_id"], view["scenario"], view["seed"])
+
     async def journal(self, run: AppRun | str) -> list[dict[str, Any]]:
         text = (await self.request("GET", f"/v1/runs/{run}/journal")).text
         return [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -63,21 +70,13 @@ class InProcessWarren:
 
 
 @attrs.define(eq=False)
-class AppRun:
+class AppRun(RunName):
     """A run on the in-process app; ``str(run)`` is its id. Its methods are async."""
 
     warren: InProcessWarren
     run_id: str
     scenario: str
     seed: int
-
-    @property
-    def id(self) -> str:
-        """The same as ``run_id`` (the name everywhere else: the wire, the SDK, the journal), kept for old tests."""
-        return self.run_id
-
-    def __str__(self) -> str:
-        return self.run_id
 
     async def view(self) -> dict[str, Any]:
         """``GET /v1/runs/{run}`` as the wire's JSON dict (``view["status"]``, ``view["result"]``), like

@@ -238,6 +238,15 @@ class WarrenServer:
         view = self.request("POST", "/v1/runs", params={"scenario": scenario, "seed": seed}, json=body).json()
         return ServedRun(self, view["run_id"], scenario, seed)
 
+    def fork(self, run: ServedRun | str, cursor: int, controlled_agents: Iterable[str] = (),
+             **options: Any) -> ServedRun:
+        """``POST /v1/runs/{run}/fork`` (docs/fork.md, "Served"): a new run from the last batch boundary at or
+        before ``cursor`` of ``run``'s journal; ``options`` are the creation body's other fields (``npc_policy``,
+        ``pace``, ``decision_deadline_s``). Its ``view()["forked_from"]`` says where it forked."""
+        body = {"cursor": cursor, "controlled_agents": list(controlled_agents), **options}
+        view = self.request("POST", f"/v1/runs/{run}/fork", json=body).json()
+        return ServedRun(self, view["run_id"], view["scenario"], view["seed"])
+
     def journal(self, run: ServedRun | str) -> list[dict[str, Any]]:
         """The run's journal records (as flushed): from the server, or from the data directory when it is down."""
         run_id = str(run)
@@ -273,14 +282,12 @@ class WarrenServer:
         return self.request("GET", f"/v1/runs/{run}").json()
 
 
-@attrs.define(eq=False)
-class ServedRun:
-    """A run on a :class:`WarrenServer`; ``str(run)`` is its id, so ``f"{url}/v1/runs/{run}"`` works."""
+class RunName:
+    """What a test's handle on a run answers to: ``run_id`` (``id`` too), and ``str(run)`` is the id, so
+    ``f"{url}/v1/runs/{run}"`` works (:class:`ServedRun`, and ``AppRun`` of the in-process app)."""
 
-    server: WarrenServer
+    __slots__ = ()
     run_id: str
-    scenario: str
-    seed: int
 
     @property
     def id(self) -> str:
@@ -289,6 +296,16 @@ class ServedRun:
 
     def __str__(self) -> str:
         return self.run_id
+
+
+@attrs.define(eq=False)
+class ServedRun(RunName):
+    """A run on a :class:`WarrenServer`."""
+
+    server: WarrenServer
+    run_id: str
+    scenario: str
+    seed: int
 
     @property
     def url(self) -> str:

@@ -1,0 +1,113 @@
+"""Snapshots beside a journal (``warren run --trace T --snapshots``, warren_sim/journal_snapshots.py) change what a
+``warren fork`` costs, never what it writes: the fork's journal is byte for byte the one the replay from the start
+writes, at every cursor; a snapshot that is not this journal's (or this policy's) is not used; a snapshot file
+is read through an allow-list, never as an arbitrary pickle."""
+
+from __future__ import annotations
+
+import io
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
+
+from warren_sim import journal_snapshots as js
+from warren_sim.cli import main
+from warren_sim.scenarios import list_scenarios
+
+
+@pytest.fixture
+def often(monkeypatch):
+    """A snapshot every 15 records or so, so that the bundled scenarios' short runs get several."""
+    monkeypatch.setattr(js, "MIN_RECORDS", 15)
+    monkeypatch.setattr(js, "WORLD_FACTOR", 0)
+
+
+def _run(tmp: Path, scenario: str, seed: int, policy: str, *extra: str) -> Path:
+    trace = tmp / f"{scenario}-{seed}-{policy}.jsonl"
+    params = ["--param", "agents=20"] if scenario == "warren" else []
+    assert main(["run", scenario, "--seed", str(seed), "--policy", policy, *params, "--trace", str(trace), "--quiet",
+                 *extra]) in (0, 1)
+    return trace
+
+
+def _fork(trace: Path, cursor: int, out: Path, policy: str, *extra: str) -> tuple[int, bytes]:
+    code = main(["fork", str(trace), "--cursor", str(cursor), "--policy", policy, "--trace", str(out), *extra])
+    return code, out.read_bytes() if out.exists() else b""
+
+
+def _cursors(trace: Path, snaps: list[int]) -> list[int]:
+    """The first and last cursors, and cursors around a few snapshots (the first two, a middle one, the last)."""
+    last = trace.read_bytes().count(b"\n") - 1
+    some = {*snaps[:2], snaps[len(snaps) // 2], snaps[-1]}
+    around = {c + d for c in some for d in (-1, 0, 1, 2, 7)}
+    return sorted({0, 1, last - 1, last, *around} & set(range(last + 1)))
+
+
+@pytest.mark.parametrize("scenario", list_scenarios())
+@pytest.mark.parametrize(("seed", "policy"), [(0, "solution"), (1, "random")])
+def test_a_fork_from_a_snapshot_is_the_fork_from_the_start(often, tmp_path, capsys, scenario, seed, policy):
+    trace = _run(tmp_path, scenario, seed, policy, "--snapshots")
+    folder = js.snapshots_dir(trace)
+    snaps = sorted(int(p.stem) for p in folder.glob("*.pickle"))
+    assert len(snaps) >= 2, "the run wrote too few snapshots to test them"
+    aside = tmp_path / "aside"
+    for cursor in _cursors(trace, snaps):
+        used = js.fork_from_snapshots(trace, cursor, policy, {}, str(trace))
+        assert (used is not None) == (cursor >= snaps[0]), cursor
+        snapped = _fork(trace, cursor, tmp_path / "a.jsonl", policy)
+        folder.rename(aside)
+        replayed = _fork(trace, cursor, tmp_path / "b.jsonl", policy)
+        aside.rename(folder)
+        assert snapped == replayed, (scenario, seed, policy, cursor)
+    override = ["--override", f"{_first_agent(trace)}={{\"noop\": true}}"]
+    snapped = _fork(trace, snaps[-1] + 3, tmp_path / "a.jsonl", policy, *override)
+    shutil.rmtree(folder)
+    assert snapped == _fork(trace, snaps[-1] + 3, tmp_path / "b.jsonl", policy, *override)
+
+
+def _first_agent(trace: Path) -> str:
+    import json
+
+    return json.loads(trace.read_text().splitlines()[0])["agents"][0]
+
+
+def test_a_snapshot_of_another_journal_or_policy_is_not_used(often, tmp_path, capsys):
+    trace = _run(tmp_path, "bridge_repair", 3, "solution", "--snapshots")
+    snaps = sorted(int(p.stem) for p in js.snapshots_dir(trace).glob("*.pickle"))
+    cursor = snaps[-1] + 2
+    assert js.fork_from_snapshots(trace, cursor, "solution", {}, "t") is not None
+    assert js.fork_from_snapshots(trace, cursor, "random", {}, "t") is None  # another policy: replay
+    expected = _fork(trace, cursor, tmp_path / "a.jsonl", "solution")
+    # the journal rewritten by another run (another seed) under the same name: its old snapshots are stale
+    other = _run(tmp_path, "bridge_repair", 4, "solution")
+    data = trace.read_bytes()
+    trace.write_bytes(other.read_bytes())
+    assert js.fork_from_snapshots(trace, cursor, "solution", {}, "t") is None
+    trace.write_bytes(data)
+    assert _fork(trace, cursor, tmp_path / "b.jsonl", "solution") == expected
+
+
+def test_a_snapshot_file_is_read_through_an_allow_list(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (shutil.rmtree, (str(tmp_path / "victim"),))
+
+    (tmp_path / "victim").mkdir()
+    path = tmp_path / "000000000001.pickle"
+    path.write_bytes(pickle.dumps({"format": js.FORMAT, "state": Evil()}))
+    assert js._load(path, None) is None
+    assert (tmp_path / "victim").is_dir()
+    with pytest.raises(pickle.UnpicklingError, match="may not hold"):
+        js._Unpickler(io.BytesIO(path.read_bytes()), None).load()
+
+
+def test_snapshots_need_a_trace_and_bad_cursors_stay_errors(often, tmp_path, capsys):
+    assert main(["run", "bridge_repair", "--snapshots", "--quiet"]) == 2
+    assert "--snapshots needs --trace" in capsys.readouterr().err
+    trace = _run(tmp_path, "bridge_repair", 3, "solution", "--snapshots")
+    last = trace.read_bytes().count(b"\n") - 1
+    assert _fork(trace, last + 1, tmp_path / "past.jsonl", "solution")[0] == 2
+    assert "past the end" in capsys.readouterr().err
+    assert _fork(trace, -1, tmp_path / "neg.jsonl", "solution")[0] == 2

@@ -1,0 +1,262 @@
+"""Engine snapshots beside a headless run's trace, so that a fork near the end of a long run skips its replay.
+
+``warren run ... --trace T --snapshots`` writes, besides ``T``, a directory ``T.snapshots/`` with a snapshot of
+the run every few batches (when the records written since the last one reach ``WORLD_FACTOR`` times the world's
+size, at least ``MIN_RECORDS``: a snapshot costs the world, so the runs that pay for one are long enough to
+need it). ``warren fork T --cursor N`` then starts from the last snapshot at or before ``N`` instead of the
+run's start: it restores the engine and its policies there (``warren_sim.engine.snapshot.restore``), walks the
+journal's records from there to the fork point as any fork does (each record checked against the engine's),
+and copies the journal's bytes before the snapshot into the fork's journal instead of writing them again.
+
+A snapshot is used only when it is this journal's and this WARREN's: it holds the SHA-256 of the journal's bytes
+up to its boundary, the digest of the engine's sources, and the policy the run was made with (a fork with
+another ``--policy`` replays from the start, as without snapshots). Anything else (a missing, stale or
+foreign snapshot) falls back to the replay, which gives the same fork: snapshots change a fork's cost, never
+its records (tests/test_journal_snapshots.py). They are pickles read through an allow-list of classes (the
+engine's state classes and the scenario's own policy classes), never an arbitrary pickle.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import os
+import pickle
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TextIO, cast
+
+import attrs
+
+from .engine import Simulation
+from .engine.records import dumps_record, parse_records, with_cursor
+from .engine.snapshot import restore, state_of
+from .fork import Forked, ForkPoint, _batches, _Bringer, _check_cursor, check_agents, walk_to
+from .replay import journal_origin
+from .scenarios import LoadedScenario
+
+__all__ = ["JournalFork", "SnapshotWriter", "fork_from_snapshots", "snapshots_dir"]
+
+SUFFIX = ".snapshots"
+FORMAT = 1
+WORLD_FACTOR = 16
+MIN_RECORDS = 20_000
+ENGINE = Path(__file__).resolve().parent / "engine"
+# What a snapshot may hold besides plain values: the engine's state classes, the RNG, and what pickle rebuilds
+# objects with (the scenario's own policy classes come by name from its solution module: see _Unpickler).
+ALLOWED = {("random", "Random"), ("copyreg", "__newobj__"), ("copyreg", "_reconstructor"), ("builtins", "object"),
+           ("builtins", "set"), ("builtins", "frozenset"), ("warren_sim.engine.world", "Agent"),
+           ("warren_sim.engine.world", "Item"), ("warren_sim.engine.world", "Structure"),
+           ("warren_sim.engine.world", "Action"), ("warren_sim.engine.sim", "ObjectiveState"),
+           ("warren_sim.engine.policy", "RandomPolicy"), ("warren_sim.engine.policy", "NoopPolicy")}
+
+
+def snapshots_dir(trace: Path) -> Path:
+    return trace.with_name(trace.name + SUFFIX)
+
+
+def engine_digest() -> str:
+    """The engine's sources, hashed: a snapshot restores only into the engine that wrote it."""
+    h = hashlib.sha256()
+    for path in sorted(ENGINE.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def _dumps(obj: Any, solution: Any) -> bytes:
+    """Pickle ``obj``; a scenario's own policy classes (its solution.py, loaded from its directory: not in
+    ``sys.modules``) by their module's name, which is made findable for the while (pickle checks it)."""
+    name = getattr(solution, "__name__", None)
+    added = name is not None and name not in sys.modules
+    if added:
+        sys.modules[str(name)] = solution
+    try:
+        return pickle.dumps(obj, protocol=5)
+    finally:
+        if added:
+            sys.modules.pop(str(name), None)
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, file: io.BytesIO, solution: Any) -> None:
+        super().__init__(file)
+        self.solution = solution
+
+    def find_class(self, module: str, name: str) -> Any:
+        solution = self.solution
+        if solution is not None and module == solution.__name__:
+            found: Any = solution
+            for part in name.split("."):
+                found = getattr(found, part, None)
+            if isinstance(found, type) and found.__module__ == module:
+                return found
+        if (module, name) not in ALLOWED:
+            raise pickle.UnpicklingError(f"a snapshot may not hold {module}.{name}")
+        return super().find_class(module, name)
+
+
+class _Hashing(io.TextIOBase):
+    """The trace's stream, hashing the bytes it is given: a snapshot names the journal's bytes before it."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner = inner
+        self.sha = hashlib.sha256()
+        self.offset = 0
+
+    def write(self, text: str) -> int:
+        data = text.encode("utf-8")
+        self.sha.update(data)
+        self.offset += len(data)
+        return self.inner.write(text)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class SnapshotWriter:
+    """Writes the snapshots of one headless run beside its trace (``warren run --trace T --snapshots``)."""
+
+    def __init__(self, trace: Path, stream: TextIO, loaded: LoadedScenario, policy: str, sim: Simulation) -> None:
+        self.dir = snapshots_dir(trace)
+        self.dir.mkdir(exist_ok=True)
+        for old in self.dir.glob("*.pickle"):  # a run that writes this trace again makes its old snapshots stale
+            old.unlink()
+        self.hashing = _Hashing(stream)
+        self.stream = cast(TextIO, self.hashing)  # what the trace is written through
+        self.loaded, self.policy = loaded, policy
+        w = sim.world
+        self.every = max(MIN_RECORDS, WORLD_FACTOR * (len(w.agents) + len(w.items) + len(w.structures)))
+        self.next_at = self.every
+        self.batches = 0
+        self.digest = engine_digest()
+        self.stopped = ""  # why no more snapshots are written (a policy that does not pickle)
+        self.written = 0
+
+    def after_batch(self, sim: Simulation, policies: Mapping[str, Any], records: int) -> None:
+        """Called after each batch, its records written (``records`` of them so far): a snapshot when due."""
+        self.batches += 1
+        if self.stopped or records < self.next_at or sim.ended:
+            return
+        self.next_at = records + self.every
+        try:
+            data = _dumps({
+                "format": FORMAT, "engine": self.digest, "policy": self.policy, "cursor": records - 1,
+                "batches": self.batches, "bytes": self.hashing.offset, "sha256": self.hashing.sha.hexdigest(),
+                "state": state_of(sim), "policies": dict(policies)}, self.loaded.solution)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            self.stopped = f"a policy does not pickle ({exc!r:.100}): no snapshots"
+            return
+        path = self.dir / f"{records - 1:012d}.pickle"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        self.written += 1
+
+
+@attrs.define
+class JournalFork:
+    """A fork made from a snapshot: ``forked.records`` are the records after ``head`` (the journal's bytes up to
+    the snapshot, its ``run`` record the fork's), which holds ``head_records`` records."""
+
+    forked: Forked
+    head: str
+    head_records: int
+
+
+def fork_from_snapshots(path: Path, cursor: int, policy: str, overrides: Mapping[str, dict[str, Any]] | None,
+                        where: str) -> JournalFork | None:
+    """The fork of ``path`` at ``cursor`` from its last usable snapshot at or before it, or None (no snapshot
+    there, or none this journal's, this engine's and this policy's: the caller replays from the start)."""
+    folder = snapshots_dir(path)
+    if not folder.is_dir() or not isinstance(cursor, int) or cursor < 0:
+        return None
+    at = sorted((int(p.stem) for p in folder.glob("*.pickle") if p.stem.isdigit()), reverse=True)
+    at = [c for c in at if c <= cursor]
+    if not at:
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    first = data.split(b"\n", 1)[0].decode("utf-8", "replace")
+    run = parse_records(first, where)
+    loaded, seed, parent = journal_origin(run, where)
+    digest = engine_digest()
+    for c in at:
+        snap = _load(folder / f"{c:012d}.pickle", loaded.solution)
+        if snap is None or snap.get("format") != FORMAT or snap.get("engine") != digest or \
+                snap.get("policy") != policy or snap.get("cursor") != c:
+            continue
+        offset = int(snap["bytes"])
+        if offset > len(data) or hashlib.sha256(data[:offset]).hexdigest() != snap["sha256"]:
+            continue
+        again = functools.partial(_load, folder / f"{c:012d}.pickle", loaded.solution)
+        return _fork_at(data, offset, snap, again, loaded, seed, parent, cursor, overrides, where)
+    return None
+
+
+def _load(path: Path, solution: Any) -> dict[str, Any] | None:
+    try:
+        found = _Unpickler(io.BytesIO(path.read_bytes()), solution).load()
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _records_after(data: bytes, offset: int, c: int, cursor: int, where: str) -> tuple[list[dict[str, Any]], int]:
+    """The journal's records after the snapshot (cursor ``c``, ending at byte ``offset``) that a fork at ``cursor``
+    needs: up to the first batch that begins after it (the walk stops there), and the journal's last cursor.
+
+    A headless journal numbers its records in order, so the cursor's line is found by counting lines; the
+    ``batch`` record after it by its bytes (``"kind":"batch"`` cannot occur inside a JSON string, where quotes are
+    escaped). Any doubt (the records numbered otherwise) reads them all."""
+    tail = data.rstrip(b"\n")
+    last_line = tail[tail.rfind(b"\n") + 1:]
+    last = parse_records(last_line.decode("utf-8"), where)[-1].get("cursor") if last_line else c
+    pos = offset
+    for _ in range(max(0, cursor - c)):
+        pos = data.find(b"\n", pos) + 1
+        if pos == 0:
+            break
+    end = data.find(b'"kind":"batch"', pos) if pos else -1
+    end = len(data) if end < 0 else data.find(b"\n", end) + 1 or len(data)
+    after = parse_records(data[offset:end].decode("utf-8"), where)
+    if after and after[-1].get("cursor") != c + len(after):  # numbered otherwise: read them all
+        after = parse_records(data[offset:].decode("utf-8"), where)
+    return after, int(last) if isinstance(last, int) else c
+
+
+def _fork_at(data: bytes, offset: int, snap: dict[str, Any], again: Callable[[], dict[str, Any] | None],
+             loaded: LoadedScenario, seed: int, parent: str, cursor: int,
+             overrides: Mapping[str, dict[str, Any]] | None, where: str) -> JournalFork | None:
+    c = int(snap["cursor"])
+    after, last = _records_after(data, offset, c, cursor, where)
+    if after and after[0].get("cursor") != c + 1:
+        return None
+    _check_cursor([{"cursor": last}], cursor, where)
+    check_agents(loaded.spec, list(overrides or {}))
+    run_id = f"{parent}-fork"
+
+    def restored(snap: dict[str, Any]) -> _Bringer:
+        sim = restore(Simulation(loaded.spec, seed, run_id=run_id, record=False), snap["state"])
+        return _Bringer(after, sim, snap["policies"], where)
+
+    bringer, limit = walk_to(restored(snap), cursor, None)
+    if limit is not None:
+        snap_again = again()
+        if snap_again is None:
+            return None
+        bringer, _ = walk_to(restored(snap_again), cursor, limit)
+    boundary = bringer.boundary if bringer.got else c
+    point = ForkPoint(parent, cursor, boundary, int(snap["batches"]) + _batches(bringer.got), bringer.sim.time)
+    newline = data.index(b"\n")
+    run = parse_records(data[:newline].decode("utf-8"), where)[0]
+    run.pop("cursor", None)
+    run["run_id"] = run_id
+    run["forked_from"] = point.as_dict()
+    head = dumps_record(with_cursor(0, run)) + data[newline:offset].decode("utf-8")
+    forked = Forked(bringer.sim, bringer.policies, point, [dict(r) for r in bringer.got], dict(overrides or {}))
+    return JournalFork(forked, head, c + 1)
+
