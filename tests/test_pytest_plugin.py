@@ -323,7 +323,9 @@ def test_kill_is_a_crash_and_stop_is_a_shutdown(tmp_path: Path) -> None:
     server = WarrenServer.open(rate=100, data_dir=tmp_path)
     try:
         url = server.url
-        run = server.create_run("bridge_repair", 3, ["engineer-1"])
+        # paced (sim time no faster than the server's clock, 100x here): unpaced, its unclaimed agent noops at once
+        # and the run can reach its time limit before the kill (0.3 s), which is a race and not what is tested
+        run = server.create_run("bridge_repair", 3, ["engineer-1"], pace=1.0)
         run.start()
         wait_status(run, "running", timeout=60)
         server.kill()
