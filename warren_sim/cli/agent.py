@@ -81,6 +81,8 @@ def _ended(args: argparse.Namespace, view: Any) -> int:
     result = view.result or {}
     reason = result.get("reason") or view.error
     print(f"\n{args.run} ended: {view.status}" + (f" ({reason})" if reason else ""))
+    if view.faults:  # a run served with faults (docs/faults.md): what its agents met, by kind
+        print("faults met: " + ", ".join(f"{kind} {n}" for kind, n in view.faults.items()))
     return EXIT_OK if view.status == "completed" else EXIT_FAILED
 
 

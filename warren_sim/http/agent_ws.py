@@ -151,6 +151,7 @@ class AgentSession:
             self.nursery = nursery
             nursery.start_soon(self._sender)
             nursery.start_soon(self._heartbeat)
+            nursery.start_soon(self._close_on_restart)
             try:
                 while True:
                     raw = await self.peer.receive()
@@ -243,8 +244,22 @@ class AgentSession:
             return None
         if run_id not in self.manager.faults.plans:
             return None
-        resumes = kind != "claim" or isinstance(params.get("lease"), str)
+        lease = params.get("lease")
+        resumes = kind != "claim" or agent_ops.claim_resumes(self.manager, run_id, agent_id,
+                                                             lease if isinstance(lease, str) else None)
         return agent_ops.fault(self.manager, run_id, agent_id, kind, websocket=True, resumes=resumes)
+
+    async def _close_on_restart(self) -> None:
+        """A ``restart`` fault closes every agent WebSocket with 1012 (service restart), as a crash would: the
+        runs it held were rebuilt from their journals, and the client reconnects and claims again with its tokens."""
+        await self.manager.restarted.wait()
+        if self.outbox:
+            await self._flush()
+        async with self.send_lock:  # after the reply being sent (a request served before the restart keeps it)
+            await self.peer.close(1012, "the server restarted (an injected fault: restart); reconnect and claim "
+                                        "again with your lease")
+        if self.nursery is not None:
+            self.nursery.cancel_scope.cancel()  # the session is over: serve() returns
 
     async def _close_for_fault(self, code: int, reason: str) -> None:
         """Close the connection for a fault, after the replies already due to other requests (batched frames wait

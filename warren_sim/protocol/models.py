@@ -400,3 +400,5 @@ class RunView:
     error: str | None
     pace: float | None
     decision_deadline_s: float
+    #: the injected faults its agents met, by kind (docs/faults.md); left out while there are none
+    faults: dict[str, int] | None = None

@@ -39,11 +39,14 @@ def run_view(run: RunState) -> dict[str, Any]:
         result = {"status": run.status, "reason": sim.end_reason or run.error or run.cancel_reason,
                   "sim_time_ms": sim.time, "decisions": sim.decisions}
     pace = run.config.pace
-    return {"run_id": run.run_id, "scenario": run.config.scenario, "seed": run.config.seed,
-            "status": run.status, "sim_time_ms": sim.time, "agents": agents,
-            "objectives": sim.objective_views(), "result": result, "error": run.error,
-            "pace": pace if pace is None or math.isfinite(pace) else None,
-            "decision_deadline_s": run.config.decision_deadline_s}
+    view: dict[str, Any] = {"run_id": run.run_id, "scenario": run.config.scenario, "seed": run.config.seed,
+                            "status": run.status, "sim_time_ms": sim.time, "agents": agents,
+                            "objectives": sim.objective_views(), "result": result, "error": run.error,
+                            "pace": pace if pace is None or math.isfinite(pace) else None,
+                            "decision_deadline_s": run.config.decision_deadline_s}
+    if run.faults_met:  # injected faults, by kind (docs/faults.md): only in a run that met some
+        view["faults"] = dict(sorted(run.faults_met.items()))
+    return view
 
 
 class WireEnvelope:
