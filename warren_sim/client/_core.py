@@ -187,7 +187,9 @@ class RetryPolicy:
     reconnect_s: float = 60.0
 
     def delay(self, attempt: int) -> float:
-        return min(self.max_backoff, self.backoff * self.factor**attempt)
+        # the exponent capped: retries past ``attempts`` (within reconnect_s) may count far beyond where
+        # factor**attempt overflows a float
+        return min(self.max_backoff, self.backoff * self.factor ** min(attempt, 60))
 
     def gives_up(self, attempt: int, waited: float, pause: float) -> bool:
         """After ``attempt`` retries whose pauses add up to ``waited``: whether to stop rather than pause ``pause``
@@ -571,15 +573,22 @@ def leased(state: AgentState, make: Callable[[], Effect]) -> Op[Any]:
     """An agent request (``make()`` builds it with the lease as it stands), claimed again once after a 403 that the
     SDK did not cause itself: the lease expired while the agent was away, or the server ended it (an ``expire``
     fault: docs/faults.md). The claim sends the token held, so a lease that still holds is resumed and one that
-    ended is replaced by a fresh token; the request then goes again. A second 403, or one after ``release()``,
-    is raised (:class:`LeaseRejected`)."""
-    try:
-        return (yield make())
-    except LeaseRejected:
-        if state.released:
-            raise
-    yield from claim(state)
+    ended is replaced by a fresh token; the request then goes again. Each round needs a claim that succeeded (one
+    refused, 409 when another lease holds the agent, is raised), at most :data:`RECLAIMS` of them; a 403 after
+    ``release()`` is raised as it is (:class:`LeaseRejected`)."""
+    for _ in range(RECLAIMS):
+        try:
+            return (yield make())
+        except LeaseRejected:
+            if state.released:
+                raise
+        yield from claim(state)
     return (yield make())
+
+
+#: Claims again in a row after 403s (``leased``), each after a claim that succeeded: a bound, never reached by a
+#: lease that merely expired once.
+RECLAIMS = 16
 
 
 def resume(state: AgentState) -> Op[None]:

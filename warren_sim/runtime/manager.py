@@ -217,10 +217,6 @@ class RunManager:
     def _resume_faults(self, run: Run) -> None:
         """A resumed run meets the faults its creation asked for (its journaled ``faults`` record), else the
         server's. The request counters start again at 0: they count requests, which the journal does not hold."""
-        met = run.state.faults_met
-        for r in run.journal.records:
-            if r.get("kind") == "fault":
-                met[str(r.get("fault"))] = met.get(str(r.get("fault")), 0) + 1
         chosen = next((r for r in run.journal.records if r.get("kind") == "faults"), None)
         if chosen is None:
             self.faults.start(run.run_id)
