@@ -15,11 +15,12 @@ takes every kind and client with fewer seeds (``SEEDS``), which bench/RESULTS.md
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ import trio
 from durability_helpers import PROTO, Restartable
 
 from warren_sim import client as sdk
-from warren_sim.client import AgentClient, RetryPolicy
+from warren_sim.client import AgentClient, RetryPolicy, RunEnded
 from warren_sim.engine import run_headless
 from warren_sim.engine.records import RUNTIME_KINDS
 from warren_sim.replay import strip
@@ -60,8 +61,11 @@ class Job:
         self.lock = threading.Lock()
 
     def got(self, receipt: Any) -> None:
+        self.record(receipt.command_id, receipt.status)
+
+    def record(self, command_id: str, status: str) -> None:
         with self.lock:
-            self.receipts[receipt.command_id] = receipt.status
+            self.receipts[command_id] = status
 
     def __repr__(self) -> str:
         return f"{self.run_id} ({self.scenario} {self.params} seed {self.seed}, faults {self.spec!r})"
@@ -92,8 +96,19 @@ def _sdk_http(url: str, job: Job, agent_id: str) -> None:
     with AgentClient.open(url, timeout=30.0, retry=RETRY) as client, client.claim(job.run_id, agent_id) as agent:
         briefing = agent.briefing()
         policy = make_policy(sc, "solution", agent_id, briefing["role"], briefing, job.seed)
-        for obs in agent.observations(wait=5):
-            job.got(agent.submit(obs, policy.decide(obs)))
+        with _until_the_end():
+            for obs in agent.observations(wait=5):
+                job.got(agent.submit(obs, policy.decide(obs)))
+
+
+@contextlib.contextmanager
+def _until_the_end() -> Iterator[None]:
+    """A command (or a claim again) sent as the run ends is answered 410 (``RunEnded``), as it is without faults:
+    the agent is done; the checks then judge the run."""
+    try:
+        yield
+    except RunEnded:
+        pass
 
 
 async def _sdk_ws_agent(client: Any, job: Job, agent_id: str) -> None:
@@ -101,8 +116,9 @@ async def _sdk_ws_agent(client: Any, job: Job, agent_id: str) -> None:
     async with client.claim(job.run_id, agent_id) as agent:
         briefing = await agent.briefing()
         policy = make_policy(sc, "solution", agent_id, briefing["role"], briefing, job.seed)
-        async for obs in agent.observations():
-            job.got(await agent.submit(obs, policy.decide(obs)))
+        with _until_the_end():
+            async for obs in agent.observations():
+                job.got(await agent.submit(obs, policy.decide(obs)))
 
 
 def _sdk_ws(url: str, jobs: list[Job]) -> None:
@@ -124,7 +140,6 @@ def _sdk_ws(url: str, jobs: list[Job]) -> None:
 def _warren_agent(url: str, job: Job, agent_id: str, transport: str, tmp: Path) -> None:
     """``warren agent`` as the command line runs it (its ``main``), logging its receipts to a file."""
     from warren_sim.cli import main
-    from warren_sim.protocol.models import Receipt
 
     log = tmp / f"{job.run_id}-{agent_id}.jsonl"
     code = main(["agent", url, "--run", job.run_id, "--agent", agent_id, "--policy", "solution", "--wait", "2",
@@ -132,7 +147,7 @@ def _warren_agent(url: str, job: Job, agent_id: str, transport: str, tmp: Path) 
     assert code == 0, f"warren agent {agent_id} of {job}: exit {code}"
     for line in log.read_text(encoding="utf-8").splitlines():
         r = json.loads(line)
-        job.got(Receipt(r["command_id"], r["observation_id"], r["status"], "", "pending", ""))
+        job.record(r["command_id"], r["status"])
 
 
 def _threads(target: Callable[..., None], url: str, jobs: list[Job], *extra: Any) -> list[BaseException]:
