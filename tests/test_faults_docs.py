@@ -45,10 +45,10 @@ def test_a_naive_agent(warren_server):
 
 def test_the_faults_docs_pass_with_the_testing_docs_agent(pytester: pytest.Pytester) -> None:
     files = {**_files("testing.md"), **_files("faults.md")}
-    for name in ("pytest.ini", "my_agent.py", "test_lost_replies.py"):
+    for name in ("pytest.ini", "my_agent.py", "test_lost_replies.py", "test_restarts.py"):
         (pytester.path / name).write_text(files[name], encoding="utf-8")
-    result = pytester.runpytest_subprocess(*USER, "test_lost_replies.py")
-    result.assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess(*USER, "test_lost_replies.py", "test_restarts.py")
+    result.assert_outcomes(passed=2)
 
 
 def test_a_naive_agent_is_caught_and_the_report_names_the_fault(pytester: pytest.Pytester) -> None:

@@ -25,7 +25,7 @@ def test_delay_takes_a_bound(spec, bound):
     ("", "empty fault SPEC"),
     ("lost_replies=0.2", "did you mean lost_reply"),
     ("bogus=0.1", "unknown fault kind 'bogus'"),
-    ("restart=0.1", "unknown fault kind 'restart'"),  # not built yet (docs/faults.md)
+    ("restarts=0.1", "did you mean restart"),
     ("reset=1.5", "from 0 to 1"),
     ("reset=-0.1", "from 0 to 1"),
     ("reset=nan", "from 0 to 1"),

@@ -74,23 +74,27 @@ async def _drive_ws(client: Any, run_id: str, agent_id: str, seed: int) -> None:
             await agent.submit(obs, policy.decide(obs))
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_the_websocket_sdk_rides_out_faults_and_the_world_is_the_headless_one(warren_server, seed):
+def drive_ws(url: str, run_id: str, seed: int) -> None:
+    """Every agent of a bridge_repair run on the trio SDK over the WebSocket, one connection."""
     import trio
 
     from warren_sim import client as sdk
 
-    spec = "reset=0.1,lost_reply=0.1,disconnect=0.1,delay=0.1:20ms,unavailable=0.1,redeliver=0.1"
-    run = warren_server.create_run("bridge_repair", seed, AGENTS, faults={"spec": spec, "seed": seed})
-
     async def main() -> None:
         retry = RetryPolicy(attempts=50, backoff=0.001)
-        async with sdk.open(warren_server.url, transport="ws", retry=retry, timeout=10.0) as client:
+        async with sdk.open(url, transport="ws", retry=retry, timeout=10.0) as client:
             async with trio.open_nursery() as nursery:
                 for agent_id in AGENTS:
-                    nursery.start_soon(_drive_ws, client, run.id, agent_id, seed)
+                    nursery.start_soon(_drive_ws, client, run_id, agent_id, seed)
 
     trio.run(main)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_websocket_sdk_rides_out_faults_and_the_world_is_the_headless_one(warren_server, seed):
+    spec = "reset=0.1,lost_reply=0.1,disconnect=0.1,delay=0.1:20ms,unavailable=0.1,redeliver=0.1"
+    run = warren_server.create_run("bridge_repair", seed, AGENTS, faults={"spec": spec, "seed": seed})
+    drive_ws(warren_server.url, run.id, seed)
     run.wait_status("completed", 60)
     assert _engine(run.journal()) == _engine(_headless(seed))
     assert {f["fault"] for f in run.faults()} & {"reset", "lost_reply", "disconnect"}

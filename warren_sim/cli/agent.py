@@ -81,6 +81,8 @@ def _ended(args: argparse.Namespace, view: Any) -> int:
     result = view.result or {}
     reason = result.get("reason") or view.error
     print(f"\n{args.run} ended: {view.status}" + (f" ({reason})" if reason else ""))
+    if view.faults:  # a run served with faults (docs/faults.md): what its agents met, by kind
+        print("faults met: " + ", ".join(f"{kind} {n}" for kind, n in view.faults.items()))
     return EXIT_OK if view.status == "completed" else EXIT_FAILED
 
 
@@ -211,6 +213,7 @@ async def _agent_ws_main(args: argparse.Namespace, held: dict[str, str]) -> int:
     from ..client import ServerError, TransportError
     from ..client import open as open_client
 
+    log = _ReceiptLog(args.receipts)
     try:
         async with open_client(args.url, transport="ws", timeout=10.0) as client:
             if args.create is not None:
@@ -236,12 +239,14 @@ async def _agent_ws_main(args: argparse.Namespace, held: dict[str, str]) -> int:
                             if invalid is not None:
                                 print(f"(invalid: {invalid}; sending a noop)")
                             receipt = await agent.submit(obs, command)
+                            log.write(receipt)
                             extra = after_receipt(policy, receipt)
                             print(f">>> {show_command(command)}  [{show_receipt(receipt)}]{extra}", flush=True)
                             if not answers_again(policy, receipt, attempt):
                                 break
                         if gave_up(receipt):
                             receipt = await agent.submit(obs, GIVE_UP_NOOP)
+                            log.write(receipt)
                             print(f">>> noop (the policy's answers were rejected)  [{show_receipt(receipt)}]",
                                   flush=True)
                 except KeyboardInterrupt:

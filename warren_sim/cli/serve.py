@@ -73,7 +73,8 @@ def register(sub: Any) -> None:
     p.add_argument("--faults", metavar="SPEC",
                    help="seeded faults on every run's wire, to test your agents (docs/faults.md): "
                         "kind=rate[,kind=rate...] with kinds reset, lost_reply, unavailable, delay (delay=RATE:BOUND, "
-                        "as 0.1:2s), redeliver, disconnect, expire; all=RATE sets every network kind")
+                        "as 0.1:2s), redeliver, disconnect, expire, restart (every live run restored from its "
+                        "journal); all=RATE sets every network kind")
     p.add_argument("--fault-seed", type=int, default=0, metavar="N",
                    help="the seed of --faults: the same seed and agent meet the same faults (default 0)")
     p.set_defaults(func=cmd_serve)

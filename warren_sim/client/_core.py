@@ -44,7 +44,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
@@ -174,7 +174,9 @@ class RetryPolicy:
     A transport error (the server went away: a restart: docs/reliability.md) is retried beyond ``attempts`` for as
     long as the pauses so far add up to less than ``reconnect_s`` (default 60 s), then fails with a
     :class:`TransportError` that says how long it tried. A restarted server resumes the run and its leases, so the
-    retried request simply goes on.
+    retried request simply goes on. A 503 (nothing was done: a server restarting or shedding load, or an injected
+    fault, docs/faults.md) is retried the same way, each try counted as at least its backoff; so is a
+    WebSocket request whose connection was lost before its answer came.
     """
 
     attempts: int = 4
@@ -185,7 +187,14 @@ class RetryPolicy:
     reconnect_s: float = 60.0
 
     def delay(self, attempt: int) -> float:
-        return min(self.max_backoff, self.backoff * self.factor**attempt)
+        # the exponent capped: retries past ``attempts`` (within reconnect_s) may count far beyond where
+        # factor**attempt overflows a float
+        return min(self.max_backoff, self.backoff * self.factor ** min(attempt, 60))
+
+    def gives_up(self, attempt: int, waited: float, pause: float) -> bool:
+        """After ``attempt`` retries whose pauses add up to ``waited``: whether to stop rather than pause ``pause``
+        once more (past ``attempts``, only once ``reconnect_s`` would be exceeded)."""
+        return attempt >= self.attempts and waited + pause > self.reconnect_s
 
 
 NO_RETRY = RetryPolicy(attempts=0, reconnect_s=0.0)
@@ -315,8 +324,8 @@ def exchange(call: Call, retry: RetryPolicy) -> HttpOp[httpx.Response | None]:
             response = yield call
         except httpx.TransportError as exc:
             pause = retry.delay(attempt)
-            if (call.retry == "unsent" and not isinstance(exc, httpx.ConnectError)) or (
-                    attempt >= retry.attempts and waited + pause > retry.reconnect_s):
+            if (call.retry == "unsent" and not isinstance(exc, httpx.ConnectError)) or retry.gives_up(
+                    attempt, waited, pause):
                 tries = f" (after {attempt + 1} tries over {waited:.1f} s)" if attempt else ""
                 raise TransportError(f"{call.describe()} failed{tries}: {type(exc).__name__}: {exc}; is the "
                                      "server running? (the SDK retries connection errors for up to "
@@ -328,10 +337,14 @@ def exchange(call: Call, retry: RetryPolicy) -> HttpOp[httpx.Response | None]:
         try:
             return check(response, call, call.expect)
         except (TooManyRequests, ServiceUnavailable) as exc:
-            if attempt >= retry.attempts or (call.retry == "never" and isinstance(exc, TooManyRequests)):
+            pause = retry.delay(attempt) if exc.retry_after is None else min(exc.retry_after, retry.max_retry_after)
+            if isinstance(exc, TooManyRequests):
+                if attempt >= retry.attempts or call.retry == "never":
+                    raise
+            elif retry.gives_up(attempt, waited, max(pause, retry.delay(attempt))):
                 raise
-            pause = retry.delay(attempt) if exc.retry_after is None else exc.retry_after
-            yield Sleep(min(pause, retry.max_retry_after))
+            yield Sleep(pause)
+            waited += max(pause, retry.delay(attempt))
             attempt += 1
         except call.gone_ok:
             if attempt == 0:
@@ -571,6 +584,28 @@ def claim_many(run_id: str, agents: ControlledAgents) -> Op[list[AgentState]]:
     return [AgentState(run_id, aid, token, got.briefing_revision) for aid, token in got.leases.items()]
 
 
+def leased(state: AgentState, make: Callable[[], Effect]) -> Op[Any]:
+    """An agent request (``make()`` builds it with the lease as it stands), claimed again once after a 403 that the
+    SDK did not cause itself: the lease expired while the agent was away, or the server ended it (an ``expire``
+    fault: docs/faults.md). The claim sends the token held, so a lease that still holds is resumed and one that
+    ended is replaced by a fresh token; the request then goes again. Each round needs a claim that succeeded (one
+    refused, 409 when another lease holds the agent, is raised), at most :data:`RECLAIMS` of them; a 403 after
+    ``release()`` is raised as it is (:class:`LeaseRejected`)."""
+    for _ in range(RECLAIMS):
+        try:
+            return (yield make())
+        except LeaseRejected:
+            if state.released:
+                raise
+        yield from claim(state)
+    return (yield make())
+
+
+#: Claims again in a row after 403s (``leased``), each after a claim that succeeded: a bound, never reached by a
+#: lease that merely expired once.
+RECLAIMS = 16
+
+
 def resume(state: AgentState) -> Op[None]:
     """Claim again with the saved lease (after a reconnect) and arm the redelivery of the outstanding envelope."""
     yield from claim(state)
@@ -589,9 +624,11 @@ def get_briefing(state: AgentState, revision: int | None = None) -> Op[dict[str,
     cached = state.briefing
     if cached is not None and cached.get("revision", 0) >= wanted:
         return cached
-    request = Request("agent.briefing", state, Call("GET", state.path("/briefing"), params=state.auth))
-    data = yield request
-    where = request.http.describe()
+    def request() -> Request:
+        return Request("agent.briefing", state, Call("GET", state.path("/briefing"), params=state.auth))
+
+    data = yield from leased(state, request)
+    where = f"GET {state.path('/briefing')}"
     if not isinstance(data, dict):
         raise ProtocolError(f"{where}: the briefing must be a JSON object")
     given, computed = data.get("content_hash"), briefing_hash(data)
@@ -622,7 +659,7 @@ def poll(state: AgentState, wait: float) -> Op[Observation | None]:
         return kept
     redelivery = state.redelivery
     try:
-        data = yield Observe(state, wait, redelivery)
+        data = yield from leased(state, lambda: Observe(state, wait, redelivery))
     except RunEnded as exc:
         raise (yield from ended(exc, state.run_id, [state])) from None
     state.redelivery = False
@@ -717,14 +754,16 @@ def submit(state: AgentState, body: dict[str, Any], next_wait: float | None = No
     WARREN extension): it is kept and handed out by the next poll without a request. A server without the
     extension leaves ``next_observation`` out, and the next poll simply asks it; over the WebSocket the next
     envelope is pushed anyway."""
-    params: dict[str, str | int | float] = dict(state.auth)
-    if next_wait is not None:
-        params["wait"] = next_wait
-    request = Request("agent.submit", state, Call("POST", state.path("/commands"), params=params, json=body,
-                                                  read_timeout=None if next_wait is None else next_wait + 15.0),
-                      {"command": body})
+    def request() -> Request:
+        params: dict[str, str | int | float] = dict(state.auth)
+        if next_wait is not None:
+            params["wait"] = next_wait
+        return Request("agent.submit", state, Call("POST", state.path("/commands"), params=params, json=body,
+                                                   read_timeout=None if next_wait is None else next_wait + 15.0),
+                       {"command": body})
+
     try:
-        data = yield request
+        data = yield from leased(state, request)
     except RunEnded as exc:
         raise (yield from ended(exc, state.run_id, [state])) from None
     if isinstance(data, dict) and "next_observation" in data:
@@ -732,16 +771,19 @@ def submit(state: AgentState, body: dict[str, Any], next_wait: float | None = No
         nxt = data.pop("next_observation")
         if nxt is not None and next_wait is not None:
             state.prefetched = nxt
-    receipt = model(data, Receipt, request.http)
+    where = f"POST {state.path('/commands')}"
+    receipt = model(data, Receipt, where)
     if receipt.command_id != body["command_id"]:
-        raise ProtocolError(f"{request.http.describe()}: the receipt is for {receipt.command_id!r}, "
+        raise ProtocolError(f"{where}: the receipt is for {receipt.command_id!r}, "
                             f"not {body['command_id']!r}")
     return receipt
 
 
 def get_receipt(state: AgentState, command_id: str) -> Op[Receipt]:
-    call = Call("GET", state.path(f"/commands/{quote_segment(command_id)}"), params=state.auth)
-    return model((yield Request("agent.receipt", state, call, {"command_id": command_id})), Receipt, call)
+    path = state.path(f"/commands/{quote_segment(command_id)}")
+    data = yield from leased(state, lambda: Request("agent.receipt", state, Call("GET", path, params=state.auth),
+                                                    {"command_id": command_id}))
+    return model(data, Receipt, f"GET {path}")
 
 
 def wait_outcome(state: AgentState, command_id: str, until: Iterable[str] | None, poll_interval: float,
@@ -774,7 +816,7 @@ def released_quietly(state: AgentState) -> Op[None]:
         return
     try:
         yield from release(state)
-    except (RunEnded, LeaseError, NotFound, TransportError, ProtocolError):
+    except (RunEnded, LeaseError, NotFound, TransportError, ProtocolError, ServiceUnavailable):
         state.released = True  # best effort: the lease is gone, or will expire on its own
 
 

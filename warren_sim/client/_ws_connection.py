@@ -336,17 +336,25 @@ class Connection:
 
     async def _reclaim(self, socket: Any, s: core.AgentState) -> Any:
         """A held agent claimed again with its token on a new connection; a 503 (nothing done) is waited out."""
-        attempt = 0
+        attempt, waited = 0, 0.0
         while True:
             try:
                 return await self._request(socket, "agent.claim",
                                            {"run_id": s.run_id, "agent_id": s.agent_id, "lease": s.lease})
             except ServiceUnavailable as exc:
-                if attempt >= self.retry.attempts:
-                    raise
-                pause = self.retry.delay(attempt) if exc.retry_after is None else exc.retry_after
-                await trio.sleep(min(pause, self.retry.max_retry_after))
+                waited = await self._wait_out(exc, attempt, waited)
                 attempt += 1
+
+    async def _wait_out(self, exc: ServiceUnavailable, attempt: int, waited: float) -> float:
+        """Pause for a 503's retry_after (nothing was done), or raise it once the RetryPolicy gives up; the
+        pauses so far, this one counted as at least its backoff (``RetryPolicy.gives_up``)."""
+        retry = self.retry
+        pause = retry.delay(attempt) if exc.retry_after is None else min(exc.retry_after, retry.max_retry_after)
+        counted = max(pause, retry.delay(attempt))
+        if retry.gives_up(attempt, waited, counted):
+            raise exc
+        await trio.sleep(pause)
+        return waited + counted
 
     def _down(self) -> None:
         self._live = self._socket = self._scope = None
@@ -513,21 +521,22 @@ class Connection:
         """Send a request and return its result. A request cut by a lost connection is sent again (with
         ``params()`` built afresh) on the next one when ``retry``; an error in ``gone_ok`` on such a retry
         means the first try got through, and returns None."""
-        attempt = 0
+        attempt, waited = 0, 0.0
         while True:
             socket = await self.ready()
             try:
                 return await self._request(socket, method, params())
             except Lost as exc:
-                if not retry or attempt >= self.retry.attempts:
+                # the connection went (a restart, a reset): reconnecting is paced by the supervisor, so a lost
+                # request is sent again on the next connection for as long as reconnecting is (RetryPolicy)
+                counted = self.retry.delay(attempt)
+                if not retry or self.retry.gives_up(attempt, waited, counted):
                     tries = f" (after {attempt + 1} tries)" if attempt else ""
                     raise TransportError(f"{method} over {self.url} failed{tries}: {exc}") from exc
+                waited += counted
                 attempt += 1
             except ServiceUnavailable as exc:  # nothing was done: retried after its retry_after, whatever the method
-                if attempt >= self.retry.attempts:
-                    raise
-                pause = self.retry.delay(attempt) if exc.retry_after is None else exc.retry_after
-                await trio.sleep(min(pause, self.retry.max_retry_after))
+                waited = await self._wait_out(exc, attempt, waited)
                 attempt += 1
             except gone_ok:
                 if attempt == 0:

@@ -129,6 +129,7 @@ class AgentSession:
         self._to_write: dict[str, RunAPI] = {}
         self.accepted_in: dict[str, RunAPI] = {}  # runs whose journals took an accept for this reply
         self.after_reply: Fault | None = None  # a lost_reply or delay fault of the request being answered
+        self.restarts = manager.restarts  # the server's restart faults so far: one more ends this session
         self.metrics = manager.metrics  # each method timed under its name (verdicts are counted by agent_ops)
         self.via = agent_ops.WS  # the method being handled: its trace context, when tracing is on (dispatch)
 
@@ -151,11 +152,14 @@ class AgentSession:
             self.nursery = nursery
             nursery.start_soon(self._sender)
             nursery.start_soon(self._heartbeat)
+            nursery.start_soon(self._close_on_restart)
             try:
                 while True:
                     raw = await self.peer.receive()
                     if raw is None:
                         return  # the peer went away
+                    if self.manager.restarts != self.restarts:  # a crashed server never reads what came after
+                        await trio.sleep_forever()  # the sender closes the connection and ends the session
                     self.last_heard = trio.current_time()
                     try:
                         reply = self.handle(raw)
@@ -243,8 +247,18 @@ class AgentSession:
             return None
         if run_id not in self.manager.faults.plans:
             return None
-        resumes = kind != "claim" or isinstance(params.get("lease"), str)
+        lease = params.get("lease")
+        resumes = kind != "claim" or agent_ops.claim_resumes(self.manager, run_id, agent_id,
+                                                             lease if isinstance(lease, str) else None)
         return agent_ops.fault(self.manager, run_id, agent_id, kind, websocket=True, resumes=resumes)
+
+    async def _close_on_restart(self) -> None:
+        """A ``restart`` fault closes every agent WebSocket with 1012 (service restart), as a crash would: the
+        runs it held were rebuilt from their journals, and the client reconnects and claims again with its tokens.
+        The sender closes it (:meth:`_sender`), after the replies of the requests served before: a claim granted
+        just before the restart keeps its reply, whose token the client could not learn otherwise."""
+        await self.manager.restarted.wait()
+        self._poke()
 
     async def _close_for_fault(self, code: int, reason: str) -> None:
         """Close the connection for a fault, after the replies already due to other requests (batched frames wait
@@ -426,6 +440,13 @@ class AgentSession:
         while True:
             wake = self.wake
             await self._flush()
+            if self.manager.restarts != self.restarts:  # after what was due and a reply being sent (it holds the lock)
+                async with self.send_lock:
+                    await self.peer.close(1012, "the server restarted (an injected fault: restart); reconnect and "
+                                                "claim again with your lease")
+                    if self.nursery is not None:
+                        self.nursery.cancel_scope.cancel()  # the session is over: serve() returns
+                return
             await wake.wait()
 
     async def _flush(self) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import parse_qs
 
 import trio
 
@@ -89,7 +90,7 @@ def fault_lane(app: WarrenApp, inner: ASGIApp) -> ASGIApp:
             await inner(scope, receive, send)
             return
         run_id, agent_id, kind = hit
-        resumes = kind != "claim" or b"lease=" in scope.get("query_string", b"")
+        resumes = kind != "claim" or agent_ops.claim_resumes(manager, run_id, agent_id, _lease(scope))
         fault = agent_ops.fault(manager, run_id, agent_id, kind, resumes=resumes)
         key = (run_id, agent_id)
         if fault is None:
@@ -122,6 +123,12 @@ def fault_lane(app: WarrenApp, inner: ASGIApp) -> ASGIApp:
         await inner(scope, receive, _remembering(send, last_given, key) if kind == "poll" else send)
 
     return lane
+
+
+def _lease(scope: dict[str, Any]) -> str | None:
+    """The ``?lease=`` of a claim (read only for a faulted run's claims)."""
+    found = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("lease")
+    return found[0] if found else None
 
 
 async def _reply(send: Callable[[Any], Awaitable[None]], parts: tuple[int, list[tuple[bytes, bytes]], bytes]) -> None:

@@ -27,7 +27,7 @@ from cattrs.errors import (
     ForbiddenExtraKeysError,
     IterableValidationError,
 )
-from cattrs.gen import make_mapping_structure_fn
+from cattrs.gen import make_dict_unstructure_fn, make_mapping_structure_fn, override
 
 from warren_sim.protocol.models import (
     ControlledAgents,
@@ -35,6 +35,7 @@ from warren_sim.protocol.models import (
     NpcPolicyValue,
     ParamValue,
     RoleSelector,
+    RunView,
 )
 from warren_sim.protocol.strict_json import MAX_SAFE_INTEGER, format_path, json_type_name
 
@@ -299,6 +300,9 @@ def make_converter() -> cattrs.Converter:
     )
     # Free-form JSON objects are already plain data: hand them through instead of copying them deeply.
     conv.register_unstructure_hook_func(lambda tp: tp is dict or tp == dict[str, Any], lambda value: value)
+    # a run view's ``faults`` is left out while there are none (docs/faults.md), as the server leaves it out
+    conv.register_unstructure_hook(RunView, make_dict_unstructure_fn(RunView, conv,
+                                                                     faults=override(omit_if_default=True)))
     return conv
 
 

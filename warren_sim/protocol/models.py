@@ -419,3 +419,5 @@ class RunView:
     decision_deadline_s: float
     # a fork's parent and fork point ({"run_id", "cursor", "batch_cursor"}); absent from a run that is no fork
     forked_from: dict[str, Any] | None = None
+    #: the injected faults its agents met, by kind (docs/faults.md); left out while there are none
+    faults: dict[str, int] | None = None

@@ -70,7 +70,7 @@ from .run import Run
 from .views import WireEnvelope
 
 __all__ = ["BRIEFING_REVISION", "HTTP", "WS", "Via", "authenticate", "briefing", "changed_receipts", "claim",
-           "claim_many", "fault", "next_observation", "poll", "poll_many", "receipt", "release", "submit",
+           "claim_many", "claim_resumes", "fault", "next_observation", "poll", "poll_many", "receipt", "release", "submit",
            "subscribe"]
 
 AnyRun = RunAPI  # a live run or a stored one: both answer every operation (runtime.api)
@@ -260,11 +260,26 @@ def fault(manager: RunManager, run_id: str, agent_id: str, kind: str, *, websock
         run.journal.write_through()  # on the OS's side at once, as a verdict; readers see it with the batch
         manager.say(LogEvent("fault", f"fault {met.fault}: {agent_id}'s {kind} #{met.index} in {run_id}",
                              {"run_id": run_id, **{k: v for k, v in record.items() if k != "kind"}}))
+        met_so_far = run.state.faults_met
+        met_so_far[met.fault] = met_so_far.get(met.fault, 0) + 1
         if met.fault == "expire":
             ra = run.remote.get(agent_id)
             if ra is not None and ra.lease is not None:
                 ra.lease.expire()
+        elif met.fault == "restart":  # every live run rebuilt from its file; this request then reaches the new one
+            manager.restart_runs()
     return met
+
+
+def claim_resumes(manager: RunManager, run_id: str, agent_id: str, token: str | None) -> bool:
+    """Whether a claim with ``token`` would resume the agent's live lease (and not grant a fresh one): only such a
+    claim may lose its reply (a ``lost_reply``), for a client cannot learn a fresh token whose reply it lost."""
+    if not token:
+        return False
+    run = manager.runs.get(run_id)
+    ra = run.remote.get(agent_id) if isinstance(run, Run) else None
+    lease = None if ra is None else ra.lease
+    return lease is not None and lease.live() and lease.matches(token)
 
 
 # -- what a JSON-RPC subscription is pushed after a command: its receipt, each time the outcome changes ----------

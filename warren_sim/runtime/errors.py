@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["CANNOT_CLAIM", "NO_MORE_OBSERVATIONS", "RunError", "no_more_observations", "run_ended", "too_many_spectators"]
+__all__ = ["CANNOT_CLAIM", "NO_MORE_OBSERVATIONS", "RunError", "no_more_observations", "restarted", "run_ended",
+           "too_many_spectators"]
 
 
 class RunError(Exception):
@@ -45,3 +46,11 @@ def too_many_spectators(run_id: str, cap: int) -> RunError:
 def no_more_observations(run_id: str, status: str, error: str | None) -> RunError:
     """The 410 a poll on an ended run gets: one wording for a live run that ended and a stored one."""
     return run_ended(run_id, status, NO_MORE_OBSERVATIONS, error)
+
+
+def restarted(run_id: str) -> RunError:
+    """The 503 a request gets when the run it reached was dropped by a ``restart`` fault while it was in flight:
+    the run was restored from its journal meanwhile, and the same request sent again reaches it."""
+    return RunError(503, f"{run_id} was restarted while this request was in flight (an injected fault: restart; "
+                    "docs/faults.md); retry the same request: the run was restored from its journal",
+                    retry_after=0)

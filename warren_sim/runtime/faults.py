@@ -23,9 +23,11 @@ The rules:
   request on the agent WebSocket; ``expire`` every request that carries a lease (not ``claim``).
 - Faults never touch the world: only the wire and the leases. With no SPEC there is no plan, and the agent
   operations skip this module entirely: faults off cost nothing.
-- Not built yet: a ``restart`` kind (every run dropped from memory and restored from its journal while requests
-  are in flight); a SPEC naming it is refused. ``warren_server.restart()`` of the pytest plugin kills and
-  restarts a whole server meanwhile.
+- ``restart`` draws per request like the others; a request that meets it first has every live run of the server
+  dropped from memory and rebuilt from its journal, as after a crash (``RunManager.restart_runs``), then is
+  served by the rebuilt run; requests in flight on the dropped runs get 503 (``Retry-After: 0``) and the agent
+  WebSockets close with 1012. One restart touches every run, so its rate is for rare events (0.01, not 0.15).
+  It needs a data directory (the journals it restores from).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["APPLIES", "NETWORK_KINDS", "ORDER", "REQUEST_KINDS", "Fault", "FaultInjector", "FaultPlan", "FaultSpec",
+__all__ = ["APPLIES", "NETWORK_KINDS", "ORDER", "REQUEST_KINDS", "SERVER_KINDS", "Fault", "FaultInjector", "FaultPlan", "FaultSpec",
            "FaultSpecError", "as_fault_spec", "parse_faults"]
 
 #: Request kinds, by what an agent asks (the WebSocket's JSON-RPC methods map to the same kinds).
@@ -49,7 +51,10 @@ REQUEST_KINDS = ("claim", "briefing", "poll", "submit", "receipt", "release")
 NETWORK_KINDS = ("reset", "lost_reply", "unavailable", "delay", "redeliver", "disconnect")
 
 #: Precedence when two kinds draw under their rates for one request: the first wins.
-ORDER = ("expire", "reset", "unavailable", "lost_reply", "disconnect", "redeliver", "delay")
+ORDER = ("restart", "expire", "reset", "unavailable", "lost_reply", "disconnect", "redeliver", "delay")
+
+#: The kinds that act on the server itself, not only the wire: named one by one (``all=R`` does not set them).
+SERVER_KINDS = ("expire", "restart")
 
 _EVERY = frozenset(REQUEST_KINDS)
 APPLIES: Mapping[str, frozenset[str]] = {
@@ -60,6 +65,7 @@ APPLIES: Mapping[str, frozenset[str]] = {
     "redeliver": frozenset({"poll"}),
     "disconnect": _EVERY,  # on the agent WebSocket only: an HTTP request never meets it
     "expire": _EVERY - {"claim"},
+    "restart": _EVERY,
 }
 
 _DELAY = re.compile(r"^(?P<rate>[^:]+):(?P<bound>[0-9]*\.?[0-9]+)(?P<unit>ms|s)?$")
@@ -114,7 +120,7 @@ def _rate(kind: str, text: str) -> float:
 
 def parse_faults(text: str) -> FaultSpec:
     """Read a SPEC (``lost_reply=0.2,reset=0.1``, ``all=0.15``, ``delay=0.1:2s``): teaching errors otherwise."""
-    kinds = (*NETWORK_KINDS, "expire")
+    kinds = (*NETWORK_KINDS, *SERVER_KINDS)
     rates: dict[str, float] = {}
     every: float | None = None
     bound = 0.0

@@ -157,6 +157,19 @@ class Journal:
             self._file = None
         self.closed = True
 
+    def abandon(self) -> None:
+        """Stop writing, as a crashed process does: what is pending is lost, the file is closed and nothing is ever
+        written to it again from this object (a ``restart`` fault: a Run rebuilt from the file writes it now)."""
+        self._pending.clear()
+        self.path = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self.closed = True
+        for listener in list(self._listeners):
+            listener.journal_closed()
+        self._listeners.clear()
+
     def text_since(self, since: int) -> str:
         """The flushed records after cursor ``since`` as NDJSON (the journal download of a live run)."""
         return "".join(dumps_record(r) + "\n" for r in self.records[since + 1:self.flushed])

@@ -62,9 +62,13 @@ class RunLoop:
         try:
             with trio.CancelScope() as scope:
                 self.cancel_scope = scope
+                if state.dropped:  # dropped (a restart fault) before its task began
+                    scope.cancel()
                 await state.started.wait()
                 if not state.is_ended:
                     await self._loop()
+            if state.dropped:  # a restart fault: the run goes on in the Run rebuilt from its journal
+                return
             if not state.is_ended:
                 if scope.cancelled_caught:
                     state.finish("cancelled", state.cancel_reason or "cancelled")
@@ -76,7 +80,7 @@ class RunLoop:
                                  "wall": {"traceback": traceback.format_exc(limit=8)}})
             state.finish("crashed", detail, error=detail)
         finally:
-            if not state.is_ended:  # cancelled from outside (server shutdown)
+            if not state.is_ended and not state.dropped:  # cancelled from outside (server shutdown)
                 state.finish("cancelled", state.cancel_reason or "the server shut down")
             self.journal.close()
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import orjson
 import trio
 
-from .errors import no_more_observations
+from .errors import no_more_observations, restarted
 from .leases import Delivery, RemoteAgent, poll_slot, poll_wait, still_held
 from .state import RunState
 from .views import WireEnvelope, current_wire
@@ -104,6 +104,8 @@ class Mailbox:
                         return entry.sent
                     if state.is_ended:
                         raise no_more_observations(state.run_id, state.status, state.error)
+                    if state.dropped:  # a restart fault while this poll was parked: retry reaches the new run
+                        raise restarted(state.run_id)
                     still_held(ra, held, state.run_id)
                     env = current_wire(ra, after)
                     if env is not None:
@@ -145,6 +147,8 @@ class Mailbox:
                 while True:
                     if state.is_ended:
                         raise no_more_observations(state.run_id, state.status, state.error)
+                    if state.dropped:
+                        raise restarted(state.run_id)
                     for ra, lease in held:
                         still_held(ra, lease, state.run_id)
                     ready = [env for ra, after in wanted if (env := current_wire(ra, after)) is not None]

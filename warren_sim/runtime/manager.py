@@ -146,6 +146,9 @@ class RunManager:
         self.restore_errors: list[str] = []
         self._loaded = _LOADED  # the process's loaded scenarios: see _load
         self.faults = FaultInjector(config.faults, config.fault_seed)
+        # set (then replaced) at each restart fault: the agent WebSockets close with 1012, as a crash closes them
+        self.restarted = trio.Event()
+        self.restarts = 0
 
     # -- restart ---------------------------------------------------------------------------------------
     def restore(self) -> None:
@@ -189,6 +192,37 @@ class RunManager:
             if self.config.on_event is not None:
                 self.nursery.start_soon(self._report_lifecycle, run, self.config.on_event, True)
 
+    def restart_runs(self) -> list[str]:
+        """A ``restart`` fault (docs/faults.md): every live run with a journal file is dropped from memory as a
+        crash would drop it (:meth:`Run.drop`) and rebuilt from its file, as a restarted server rebuilds it
+        (:func:`~.restore.rebuild_run`, docs/reliability.md section 9), then goes on. Leases come back from
+        their sidecar with a fresh TTL; each run keeps its fault plan and its request counters (the process
+        lives on: a request that met a restart is not met by it again). The ids of the runs restarted."""
+        done = []
+        for run_id, old in list(self.runs.items()):
+            if not isinstance(old, Run) or old.is_ended or old.journal.path is None:
+                continue
+            path = old.journal.path
+            old.drop()
+            try:
+                run = rebuild_run(path, self.wallmap, lease_ttl=self.config.lease_ttl,
+                                  max_polls=self.config.max_polls_per_lease,
+                                  max_spectators=self.config.max_spectators, fsync=self.config.fsync)
+            except (RestoreError, OSError, ValueError, KeyError, TypeError) as exc:  # as restore() reports it
+                self.restore_errors.append(f"{path.name}: {exc}")
+                self.say(LogEvent("run.not_restored", f"{path.name} could not be restored: {exc}",
+                                   {"run_id": run_id, "error": str(exc)}, logging.ERROR))
+                continue
+            self._observe(run)
+            self.runs[run_id] = run
+            self._resume_faults(run)
+            self.nursery.start_soon(self._drive, run, name=f"warren run {run_id}")
+            done.append(run_id)
+        self.restarts += 1
+        event, self.restarted = self.restarted, trio.Event()
+        event.set()
+        return done
+
     def _resume_faults(self, run: Run) -> None:
         """A resumed run meets the faults its creation asked for (its journaled ``faults`` record), else the
         server's. The request counters start again at 0: they count requests, which the journal does not hold."""
@@ -228,7 +262,7 @@ class RunManager:
         """The run task, then its release from memory: the ended run is read from disk from now on."""
         await run.main()
         path = run.journal.path
-        if path is not None:
+        if path is not None and not run.state.dropped:  # a dropped run's successor is driven by its own task
             write_view(path, run.view())
             run.after_end_change = lambda: write_view(path, run.view())
             stored = self.runs[run.run_id] = self._stored(run.run_id, path, run.status)
@@ -337,14 +371,20 @@ class RunManager:
                            "serve --max-runs); cancel one you no longer need (DELETE /v1/runs/{run_id}) or wait "
                            "for one to end, then retry", retry_after=10)
 
-    @staticmethod
-    def _faults(body: RunCreate) -> FaultSpec | None:
-        if body.faults is None:
-            return None
-        try:
-            return parse_faults(body.faults.spec)
-        except FaultSpecError as exc:
-            raise RunError(400, f"faults.spec: {exc}") from None
+    def _faults(self, body: RunCreate) -> FaultSpec | None:
+        """The run's own fault SPEC (a 400 for a bad one), checked with the server's: a restart needs journals."""
+        faults = None
+        if body.faults is not None:
+            try:
+                faults = parse_faults(body.faults.spec)
+            except FaultSpecError as exc:
+                raise RunError(400, f"faults.spec: {exc}") from None
+        chosen = faults if faults is not None else self.config.faults
+        if chosen and chosen.rates.get("restart", 0.0) > 0 and self.config.data_dir is None:
+            raise RunError(400, "faults.spec: restart restores every run from its journal file, and this server "
+                           "keeps no journals (no data directory); leave restart out, or serve with a data "
+                           "directory (warren serve --data-dir)")
+        return faults
 
     def _load(self, scenario: str, params: dict[str, Any]) -> LoadedScenario:
         """``load_scenario``, kept for the next run of the same scenario and parameters.

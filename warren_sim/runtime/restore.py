@@ -129,6 +129,9 @@ def _replay_into(run: Run, records: list[dict[str, Any]], path: Path, resume: bo
             claimed.append(str(r.get("agent")))
         elif kind == "status":
             status, error = str(r.get("status")), r.get("error")
+        elif kind == "fault":  # an injected fault (docs/faults.md): the run view counts them by kind
+            met = run.state.faults_met
+            met[str(r.get("fault"))] = met.get(str(r.get("fault")), 0) + 1
     engine_in_file = sum(1 for r in records if r.get("kind") not in RUNTIME_KINDS)
     end_rec = next((r for r in reversed(records) if r.get("kind") == "end"), None)
 

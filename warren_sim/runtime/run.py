@@ -29,7 +29,7 @@ from ..protocol.models import ControlledAgents, Receipt
 from ..protocol.verdicts import Judgement
 from .clock import WallMap
 from .desk import AgentDesk
-from .errors import RunError
+from .errors import RunError, restarted
 from .journal import Journal
 from .leases import RemoteAgent
 from .loop import RunLoop
@@ -145,6 +145,20 @@ class Run:
         """The run task (:meth:`RunLoop.main <warren_sim.runtime.loop.RunLoop.main>`)."""
         await self.loop.main()
 
+    def drop(self) -> None:
+        """Drop the run from memory as a crash would (a ``restart`` fault, docs/faults.md): its task stops without
+        a word in the journal, what the journal had not yet written is lost, and every request still waiting on
+        it is answered 503 (:func:`~.errors.restarted`). The manager then rebuilds the run from its file."""
+        state = self.state
+        state.dropped = True
+        self.journal.abandon()
+        scope = self.loop.cancel_scope
+        if scope is not None:  # else its task, when it begins, sees ``dropped`` and ends at once
+            scope.cancel()
+        for ra in self.remote.values():
+            ra.poke()
+        state.batch.poke()
+
     # -- rebuilt from a journal (runtime.restore) -------------------------------------------------------
     def note_claimed(self, agent_ids: list[str]) -> None:
         """Agents the journal (or the lease sidecar) shows claimed; nothing is written and nothing starts."""
@@ -204,6 +218,8 @@ class Run:
         return await self.mailbox.wait_observations(wanted, wait, parts)
 
     def submit(self, ra: RemoteAgent, body: object, lease: str | None = None, *, write: bool = True) -> Judgement:
+        if self.state.dropped:  # its body was read across a restart fault: the run rebuilt from the file judges it
+            raise restarted(self.run_id)
         return self.desk.submit(ra, body, lease, write=write)
 
     def receipt(self, ra: RemoteAgent, command_id: str) -> Receipt:

@@ -84,6 +84,10 @@ class RunState:
         self.started = trio.Event()
         self.ended = trio.Event()
         self.batch = BatchWake()
+        # dropped from memory by a ``restart`` fault (docs/faults.md): a newer Run rebuilt from the journal serves
+        # the run now; requests still holding this one are answered 503 (retry: they reach the new one)
+        self.dropped = False
+        self.faults_met: dict[str, int] = {}  # injected faults journaled in this run, by kind (the run view)
 
     @property
     def is_ended(self) -> bool:

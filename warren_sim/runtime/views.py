@@ -46,6 +46,8 @@ def run_view(run: RunState) -> dict[str, Any]:
             "decision_deadline_s": run.config.decision_deadline_s}
     if run.config.forked_from is not None:  # only a fork's view has the key: every other view is as it was
         view["forked_from"] = dict(run.config.forked_from)
+    if run.faults_met:  # injected faults, by kind (docs/faults.md): only in a run that met some
+        view["faults"] = dict(sorted(run.faults_met.items()))
     return view
 
 
