@@ -190,7 +190,7 @@ class RunManager:
                                f"t={run.sim.time} ms", {"run_id": run_id, "scenario": run.config.scenario,
                                                         "seed": run.config.seed, "t": run.sim.time}))
             if self.config.on_event is not None:
-                self.nursery.start_soon(self._report_lifecycle, run, self.config.on_event, True)
+                self.nursery.start_soon(report_lifecycle, run, self.config.on_event, True)
 
     def restart_runs(self) -> list[str]:
         """A ``restart`` fault (docs/faults.md): every live run with a journal file is dropped from memory as a
@@ -306,7 +306,7 @@ class RunManager:
                            f"this server runs at most {self.config.max_agents} agents per run (warren serve "
                            "--max-agents); ask for fewer (see GET /v1/scenarios/" + scenario + " for its "
                            "parameters)")
-        controlled = self._controlled(scenario, loaded.spec.agents, body.controlled_agents)
+        controlled = controlled_ids(scenario, loaded.spec.agents, body.controlled_agents)
         faults = self._faults(body)
         run_id = f"run-{self._next}"
         try:
@@ -342,7 +342,7 @@ class RunManager:
                 f"npc_policy {body.npc_policy}{fork}", {"run_id": run_id, "scenario": scenario, "seed": seed,
                                                         "controlled_agents": len(controlled),
                                                         "npc_policy": body.npc_policy}))
-            self.nursery.start_soon(self._report_lifecycle, run, self.config.on_event)
+            self.nursery.start_soon(report_lifecycle, run, self.config.on_event)
         return run
 
     # -- forks (docs/fork.md, "Served") --------------------------------------------------------------
@@ -357,7 +357,7 @@ class RunManager:
             self._next += 1  # taken now: another run may be created while the fork is brought to its point
             return run_id
 
-        fork = await bring_fork(parent, body, reserve, self._controlled)
+        fork = await bring_fork(parent, body, reserve, controlled_ids)
         faults = self._faults(body)
         self._check_cap()
         return self._launch(fork.run_id, fork.scenario, fork.seed, fork.loaded, fork.controlled, body, faults,
@@ -410,42 +410,6 @@ class RunManager:
                 self._loaded.popitem(last=False)
         return loaded
 
-    @staticmethod
-    def _controlled(scenario: str, agents: Sequence[Any], chosen: ControlledAgents) -> list[str]:
-        """The agent ids a body's ``controlled_agents`` names: a list as given, ``"all"``, or every agent of a role."""
-        ids = [a.id for a in agents]
-        if chosen == "all":
-            return ids
-        if isinstance(chosen, RoleSelector):
-            picked = [a.id for a in agents if a.role == chosen.role]
-            if not picked:
-                roles = sorted({a.role for a in agents})
-                raise RunError(400, f"controlled_agents {{'role': {chosen.role!r}}} selects no agent of {scenario}; "
-                               f"its roles: {', '.join(roles)}")
-            return picked
-        assert isinstance(chosen, list)
-        unknown = [a for a in chosen if a not in ids]
-        if unknown:
-            raise RunError(400, f"controlled_agents names {', '.join(map(repr, unknown))}, not an agent of "
-                           f"{scenario}; its agents: {_shown(ids)} (or select them with \"all\" or "
-                           '{"role": ROLE})')
-        return list(chosen)
-
-    @staticmethod
-    async def _report_lifecycle(run: Run, say: Callable[[LogEvent], None], resumed: bool = False) -> None:
-        """One event when the run starts (not again for a resumed one) and one when it ends, with its status and
-        reason (``warren serve``)."""
-        rid = run.run_id
-        await run.started.wait()
-        if not run.is_ended and not resumed:
-            say(LogEvent("run.started", f"{rid} started", {"run_id": rid}))
-        await run.ended.wait()
-        result = run.view().get("result") or {}
-        reason = result.get("reason")
-        say(LogEvent("run.ended", f"{rid} ended: {run.status}" + (f" ({reason})" if reason else ""),
-                     {"run_id": rid, "status": run.status, "reason": reason, "error": run.error,
-                      "sim_time_ms": run.sim.time}, logging.ERROR if run.status == "crashed" else logging.INFO))
-
     def list_views(self) -> list[dict[str, Any]]:
         return [r.view() for r in self.runs.values()]
 
@@ -458,3 +422,39 @@ class RunManager:
 
 def _shown(ids: list[str], limit: int = 50) -> str:
     return ", ".join(ids[:limit]) + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def controlled_ids(scenario: str, agents: Sequence[Any], chosen: ControlledAgents) -> list[str]:
+    """The agent ids a body's ``controlled_agents`` names: a list as given, ``"all"``, or every agent of a role."""
+    ids = [a.id for a in agents]
+    if chosen == "all":
+        return ids
+    if isinstance(chosen, RoleSelector):
+        picked = [a.id for a in agents if a.role == chosen.role]
+        if not picked:
+            roles = sorted({a.role for a in agents})
+            raise RunError(400, f"controlled_agents {{'role': {chosen.role!r}}} selects no agent of {scenario}; "
+                           f"its roles: {', '.join(roles)}")
+        return picked
+    assert isinstance(chosen, list)
+    unknown = [a for a in chosen if a not in ids]
+    if unknown:
+        raise RunError(400, f"controlled_agents names {', '.join(map(repr, unknown))}, not an agent of "
+                       f"{scenario}; its agents: {_shown(ids)} (or select them with \"all\" or "
+                       '{"role": ROLE})')
+    return list(chosen)
+
+
+async def report_lifecycle(run: Run, say: Callable[[LogEvent], None], resumed: bool = False) -> None:
+    """One event when the run starts (not again for a resumed one) and one when it ends, with its status and
+    reason (``warren serve``)."""
+    rid = run.run_id
+    await run.started.wait()
+    if not run.is_ended and not resumed:
+        say(LogEvent("run.started", f"{rid} started", {"run_id": rid}))
+    await run.ended.wait()
+    result = run.view().get("result") or {}
+    reason = result.get("reason")
+    say(LogEvent("run.ended", f"{rid} ended: {run.status}" + (f" ({reason})" if reason else ""),
+                 {"run_id": rid, "status": run.status, "reason": reason, "error": run.error,
+                  "sim_time_ms": run.sim.time}, logging.ERROR if run.status == "crashed" else logging.INFO))
