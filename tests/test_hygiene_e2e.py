@@ -102,8 +102,31 @@ def test_headers_are_bounded_and_chunked_bodies_are_capped(tmp_path):
                          b"\r\n" + b"{" * 1000)
             status, headers, body = read_response(sock)
             assert status == 413 and "65536" in json.loads(body)["detail"]
+            assert headers["connection"] == "close"  # and says so (hypercorn_correctness fix 8)
             rest, took = read_until_closed(sock, 10)
             assert took < 3, took  # closed, not left hanging with half a body (see http/hypercorn_correctness.py)
+        assert s.http.get("/v1/runs").json()["runs"] == []
+
+
+def test_a_refusal_before_the_body_says_connection_close(tmp_path):
+    """A request refused before its body arrived (a browser-guard 403, a protocol-header 409) is answered with
+    ``Connection: close`` and then closed: a keep-alive client opens a new connection for its next request
+    instead of sending it into a closing socket. A refusal of a request without a body keeps the connection."""
+    with Served(tmp_path) as s:
+        for extra in (b"Origin: http://evil.example\r\nContent-Type: application/json\r\n",
+                      b"Content-Type: application/json\r\nX-Warren-Protocol: warren-agent/9\r\n"):
+            with raw_connect(s.address) as sock:  # the head only: the two bytes of body never come
+                sock.sendall(b"POST /v1/runs?scenario=bridge_repair HTTP/1.1\r\nHost: t\r\n" + extra
+                             + b"Content-Length: 2\r\n\r\n")
+                status, headers, body = read_response(sock)
+                assert status in (403, 409) and headers["connection"] == "close", (status, headers)
+                rest, took = read_until_closed(sock, 10)
+                assert rest == b"" and took < 3, (rest, took)
+        with raw_connect(s.address) as sock:  # no body: the refusal leaves the connection open for the next one
+            for _ in range(2):
+                sock.sendall(b"GET /v1/runs HTTP/1.1\r\nHost: t\r\nOrigin: http://evil.example\r\n\r\n")
+                status, headers, body = read_response(sock)
+                assert status == 403 and "connection" not in headers, headers
         assert s.http.get("/v1/runs").json()["runs"] == []
 
 

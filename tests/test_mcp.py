@@ -158,7 +158,9 @@ async def test_a_lost_lease_and_an_ended_run_are_tool_errors_that_say_what_to_do
             assert httpx.post(f"{base}/claim").status_code == 200  # someone else holds it now
             lost = await client.call_tool("take", {"item": "toolbox-1"})
             assert lost.is_error
-            assert "lease for engineer-1 is no longer valid (403)" in text_of(lost)
+            # the SDK claims again after the 403 (docs/faults.md) and that claim meets the other holder's lease
+            assert "lease for engineer-1 is no longer valid and claiming it again was refused (409)" in text_of(lost)
+            assert "held by another lease" in text_of(lost)
             assert "Restart warren mcp" in text_of(lost)
     run2 = create_run(served)
     with open(tmp_path / "mcp2.log", "w") as log:

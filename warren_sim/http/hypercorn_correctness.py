@@ -39,6 +39,14 @@ reports the stream closed, which happens in the same breath.
    per connection. Fails without it: ``tests/test_stream_one_sender.py``, when the frames go through
    ``send_all`` (with speed fix 5 off: fix 5 writes a frame straight into a socket buffer with room, so only a
    full buffer, which that test's flood seldom reaches, still meets ``send_all`` and this collision).
+8. (Numbered after the speed fixes 5-7 of ``hypercorn_speed``.) A connection answered before its request body
+   was complete is closed (fix 2), but its response did not say so: no ``Connection: close``, so a keep-alive
+   client sent its next request into a socket the server was closing, and met "Server disconnected without
+   sending a response" when the close won the race (a browser-guard 403 on a POST, a protocol-header 409, a 413
+   announced by Content-Length: the refusal comes from a hook, before the body is read). The fix adds ``Connection: close`` to a response that starts
+   while the request's body is still coming (h11's ``their_state`` is ``SEND_BODY``): h11 then ends the
+   connection after the response, and the client opens a new one instead of reusing it. Fails without it:
+   ``tests/test_hygiene_e2e.py::test_a_refusal_before_the_body_says_connection_close``.
 
 Checked on this tree by undoing each fix in turn: each named test fails without its fix (fix 4's with fix 5 off).
 """
@@ -48,11 +56,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import h11
 import trio
 from hypercorn.events import Closed, RawData
+from hypercorn.protocol import h11 as h11_protocol
 from hypercorn.trio import tcp_server, worker_context
 
-__all__ = ["apply", "protocol_send", "send_bounded"]
+__all__ = ["apply", "close_if_body_pending", "protocol_send", "send_bounded"]
 
 _send_timeout = [10.0]  # seconds of the process clock a single write may take before the connection is aborted
 
@@ -119,9 +129,28 @@ async def send_bounded(self: Any, data: memoryview) -> None:
         await self.protocol.handle(Closed())
 
 
+def close_if_body_pending(conn: h11.Connection, event: Any) -> Any:
+    """Fix 8: ``event`` with ``Connection: close`` added when it is a response that starts before the request's
+    body is complete (the connection will be closed after it: fix 2); any other event as it is."""
+    if (isinstance(event, h11.Response) and conn.their_state is h11.SEND_BODY
+            and not any(name == b"connection" for name, _ in event.headers)):
+        return h11.Response(status_code=event.status_code, headers=[*event.headers, (b"connection", b"close")],
+                            reason=event.reason)
+    return event
+
+
+_original_send_h11_event = h11_protocol.H11Protocol._send_h11_event
+
+
+async def _send_h11_event(self: Any, event: Any) -> None:
+    """Fix 8 on Hypercorn's own writes (the lean writes of ``hypercorn_speed`` call the same function)."""
+    await _original_send_h11_event(self, close_if_body_pending(self.connection, event))
+
+
 def apply(send_timeout: float = 10.0) -> None:
-    """Install fixes 1-4 (idempotent); ``send_timeout`` bounds every write (fix 3)."""
+    """Install fixes 1-4 and 8 (idempotent); ``send_timeout`` bounds every write (fix 3)."""
     _send_timeout[0] = send_timeout
+    h11_protocol.H11Protocol._send_h11_event = _send_h11_event  # type: ignore[method-assign]
     worker_context.TrioSingleTask.restart = _restart  # type: ignore[method-assign]
     worker_context.TrioSingleTask.stop = _stop  # type: ignore[method-assign]
     tcp_server.TCPServer.protocol_send = protocol_send  # type: ignore[method-assign]

@@ -63,7 +63,7 @@ def _matches(version: str, want: str) -> bool:
 
 
 def apply(send_timeout: float = 10.0) -> None:
-    """Check the versions, then install the correctness fixes (1-4; ``send_timeout`` bounds every write) and the
+    """Check the versions, then install the correctness fixes (1-4 and 8; ``send_timeout`` bounds every write) and the
     direct writes (fix 5)."""
     check_versions()
     hypercorn_correctness.apply(send_timeout)

@@ -51,8 +51,8 @@ from hypercorn.trio import tcp_server
 from hypercorn.utils import build_and_validate_headers
 
 from ..runtime.clock import unix_now
+from .hypercorn_correctness import close_if_body_pending, send_bounded
 from .hypercorn_correctness import protocol_send as _correct_protocol_send
-from .hypercorn_correctness import send_bounded
 
 __all__ = ["EarlyReply", "apply_direct_writes", "apply_lean_writes", "early_reply", "early_statistics"]
 
@@ -101,7 +101,7 @@ _original_stream_send = h11_protocol.H11Protocol.stream_send
 def _h11_bytes(self: Any, event: Any) -> bytes:
     """``event`` serialized by the connection's h11 state machine (as Hypercorn's ``_send_h11_event`` does)."""
     try:
-        return bytes(self.connection.send(event) or b"")
+        return bytes(self.connection.send(close_if_body_pending(self.connection, event)) or b"")
     except h11.LocalProtocolError:
         if self.connection.their_state != h11.ERROR:
             raise

@@ -21,7 +21,16 @@ from typing import Any
 
 import attrs
 
-from ..client import AsyncAgent, AsyncAgentClient, Observation, Receipt, RunEnded, ServerError, TransportError
+from ..client import (
+    AsyncAgent,
+    AsyncAgentClient,
+    Conflict,
+    Observation,
+    Receipt,
+    RunEnded,
+    ServerError,
+    TransportError,
+)
 from ..client import LeaseError as ClientLeaseError
 
 OBSERVE, SLEEP, NOOP, RECEIPT = "observe", "sleep", "noop", "receipt"
@@ -113,6 +122,10 @@ class Session:
         except ClientLeaseError as exc:
             return (f"the lease for {self.agent.agent_id} is no longer valid ({exc.status_code}): {exc.detail} "
                     "Restart warren mcp to claim the agent again (or pass --lease with a live token).", None, True)
+        except Conflict as exc:  # the SDK claimed again after a 403 and another lease holds the agent now
+            return (f"the lease for {self.agent.agent_id} is no longer valid and claiming it again was refused "
+                    f"({exc.status_code}): {exc.detail} Restart warren mcp to claim the agent once that lease is "
+                    "released (or pass --lease with a live token).", None, True)
         except (ServerError, TransportError) as exc:
             return f"the WARREN server refused or failed the request: {exc}", None, True
 

@@ -300,8 +300,10 @@ def make_converter() -> cattrs.Converter:
     )
     # Free-form JSON objects are already plain data: hand them through instead of copying them deeply.
     conv.register_unstructure_hook_func(lambda tp: tp is dict or tp == dict[str, Any], lambda value: value)
-    # a run view's ``faults`` is left out while there are none (docs/faults.md), as the server leaves it out
+    # a run view's ``faults`` is left out while there are none (docs/faults.md) and ``forked_from`` from a run that
+    # is no fork (docs/fork.md), as the server leaves them out: a view read and written again is the view it was
     conv.register_unstructure_hook(RunView, make_dict_unstructure_fn(RunView, conv,
+                                                                     forked_from=override(omit_if_default=True),
                                                                      faults=override(omit_if_default=True)))
     return conv
 
