@@ -46,7 +46,9 @@ def _to_end(sim: Simulation, policies: dict[str, Any]) -> str:
 def _open_batch(sim: Simulation, policies: dict[str, Any], answered: int) -> None:
     """Advance into a batch and answer its first ``answered`` observations (an RL step's position)."""
     batch = sim.advance()
-    assert batch is not None
+    if batch is None:  # nothing was left to happen: advancing ended the run (a world whose last batch was done)
+        assert sim.ended
+        return
     for obs in batch.observations[:answered]:
         sim.answer(obs.agent_id, policies[obs.agent_id].decide(obs))
 

@@ -89,6 +89,34 @@ def test_a_snapshot_of_another_journal_or_policy_is_not_used(often, tmp_path, ca
     assert _fork(trace, cursor, tmp_path / "b.jsonl", "solution") == expected
 
 
+def test_the_boundaries_index_changes_the_cost_never_the_fork(often, tmp_path, capsys):
+    """With the run's batch boundaries (``T.snapshots/boundaries``) the fork walks straight to its boundary and
+    copies the journal's bytes up to it; without the index, or with one that does not fit the journal, the fork
+    walks as before (the batch the cursor falls in on a copy of the run): the same bytes every way."""
+    from array import array
+
+    trace = _run(tmp_path, "warren", 2, "solution", "--snapshots")
+    folder = js.snapshots_dir(trace)
+    index = folder / js.BOUNDARIES
+    bounds = array("q", index.read_bytes())
+    assert len(bounds) > 10 and list(bounds) == sorted(bounds)
+    snaps = sorted(int(p.stem) for p in folder.glob("*.pickle"))
+    for cursor in (snaps[-1], snaps[-1] + 1, bounds[-3], bounds[-3] + 1, bounds[-2] - 1):
+        used = js.fork_from_snapshots(trace, cursor, "solution", {}, "t")
+        assert used is not None and used.forked.records == [], cursor  # walked by the index, bytes copied
+        assert used.forked.point.batch_cursor == max(b for b in bounds if b <= cursor)
+        expected = _fork(trace, cursor, tmp_path / "a.jsonl", "solution")
+        shifted = array("q", [b + 1 for b in bounds]).tobytes()  # the snapshot's own boundary is not in it
+        moved = array("q", [b + (b not in snaps) for b in bounds]).tobytes()  # the walk does not meet its boundary
+        for broken in (b"", shifted, moved, b"odd"):
+            index.write_bytes(broken)
+            assert _fork(trace, cursor, tmp_path / "b.jsonl", "solution") == expected, (cursor, broken[:8])
+        index.write_bytes(bounds.tobytes())
+        folder.rename(tmp_path / "aside")
+        assert _fork(trace, cursor, tmp_path / "c.jsonl", "solution") == expected  # replayed from the start
+        (tmp_path / "aside").rename(folder)
+
+
 def test_a_snapshot_file_is_read_through_an_allow_list(tmp_path):
     class Evil:
         def __reduce__(self):

@@ -71,12 +71,12 @@ def cmd_fork(args: argparse.Namespace) -> int:
         else:
             records = read_journal(args.journal)
             forked = fork_records(records, args.cursor, policy, overrides=overrides, where=str(args.journal))
-            head, head_records = "", 0
+            head, head_records = b"", 0
     except (ForkError, JournalError, ScenarioError) as exc:
         raise UsageError(str(exc)) from None
     out = open_trace(args.trace)
     if out is not None:
-        out.write(head)
+        out.buffer.write(head)  # (nothing is buffered in the text layer yet: the stream was just opened)
     writer = TraceWriter(out)
     writer.cursor = head_records
     writer.write(forked.records)

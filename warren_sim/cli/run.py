@@ -114,6 +114,8 @@ def run_command(args: argparse.Namespace) -> int:
         with progress:
             summary = run_headless(sim, policies, on_batch=on_batch)
         writer.write(sim.drain_records())
+        if snapshots is not None:
+            snapshots.close()
     finally:
         if out is not None:
             out.close()
