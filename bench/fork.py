@@ -13,7 +13,7 @@ From a journal (``warren fork``; item 7): ``warren run warren --param agents=100
 end, then ``warren fork T --cursor N --trace F`` at 90% of its cursors, both through the real CLI in child
 processes; the ratio of their wall times (target, issue 27: <= 0.25). Beside it, as information: the same run
 without ``--snapshots`` (what the snapshots cost the run) and the same fork replayed from the start (the
-snapshots set aside; its journal checked byte for byte against the fork from the snapshot). ``--quick``: 1,000
+snapshots set aside) and the fork from the snapshots without the batch boundaries index (the walk of before it; every journal checked byte for byte against the fork from the snapshot). ``--quick``: 1,000
 foragers.
 """
 
@@ -109,7 +109,7 @@ def from_journal(agents: int, reps: int) -> dict[str, Any]:
     """Per repeat: the run without snapshots, the run with them (``--snapshots``), the fork at 90% of its cursors
     from them, and the same fork replayed from the start (the snapshots set aside): the same fork, byte for
     byte, which the bench checks."""
-    plain_runs, runs, forks, replays, ratios = [], [], [], [], []
+    plain_runs, runs, forks, unindexed, replays, ratios = [], [], [], [], [], []
     with tempfile.TemporaryDirectory(prefix="bench-fork-") as tmp:
         cwd = Path(tmp)
         for rep in range(reps):
@@ -123,15 +123,20 @@ def from_journal(agents: int, reps: int) -> dict[str, Any]:
             fork = ("fork", str(trace), "--cursor", str(cursor), "--trace")
             forks.append(_warren(*fork, str(cwd / "fork.jsonl"), cwd=cwd))
             snaps = cwd / f"run{rep}.jsonl.snapshots"
+            (snaps / "boundaries").unlink()  # the same fork without the run's batch boundaries (the copying walk)
+            unindexed.append(_warren(*fork, str(cwd / "unindexed.jsonl"), cwd=cwd))
             snaps.rename(cwd / "aside")
             replays.append(_warren(*fork, str(cwd / "replayed.jsonl"), cwd=cwd))
-            if (cwd / "fork.jsonl").read_bytes() != (cwd / "replayed.jsonl").read_bytes():
+            if not (cwd / "fork.jsonl").read_bytes() == (cwd / "unindexed.jsonl").read_bytes() \
+                    == (cwd / "replayed.jsonl").read_bytes():
                 raise RuntimeError("the fork from a snapshot differs from the fork replayed from the start")
             ratios.append(forks[-1] / runs[-1])
             shutil.rmtree(cwd / "aside")
             trace.unlink()
     return {"agents": agents, "repeats": reps, "cursor_share": 0.9, "run_s": summary(plain_runs),
-            "run_snapshots_s": summary(runs), "fork_s": summary(forks), "fork_replayed_s": summary(replays),
+            "run_snapshots_s": summary(runs), "fork_s": summary(forks), "fork_unindexed_s": summary(unindexed),
+            "ratio_unindexed": summary([f / r for f, r in zip(unindexed, runs, strict=True)]),
+            "fork_replayed_s": summary(replays),
             "ratio": summary(ratios), "ratio_replayed": summary([f / r for f, r in zip(replays, runs, strict=True)])}
 
 
@@ -150,10 +155,12 @@ def run(opts: Options) -> dict[str, Any]:
     print_table(f"fork from a journal: warren run warren --param agents={agents:,} --trace T [--snapshots], then "
                 "warren fork T --cursor (90% of its cursors) --trace F, from the snapshots and replayed from the start "
                 "(child processes; median (min-max))",
-                ["run s", "run --snapshots s", "fork s", "fork replayed s", "fork : run", "replayed : run"],
+                ["run s", "run --snapshots s", "fork s", "fork s, no index", "fork replayed s", "fork : run",
+                 "no index : run", "replayed : run"],
                 [[fmt_stat(journal["run_s"], 2), fmt_stat(journal["run_snapshots_s"], 2),
-                  fmt_stat(journal["fork_s"], 2), fmt_stat(journal["fork_replayed_s"], 2),
-                  fmt_stat(journal["ratio"], 3), fmt_stat(journal["ratio_replayed"], 3)]])
+                  fmt_stat(journal["fork_s"], 2), fmt_stat(journal["fork_unindexed_s"], 2),
+                  fmt_stat(journal["fork_replayed_s"], 2), fmt_stat(journal["ratio"], 3),
+                  fmt_stat(journal["ratio_unindexed"], 3), fmt_stat(journal["ratio_replayed"], 3)]])
     targets = [target("a step after a fork : a step without one", inproc["step_ratio"]["median"], "<=",
                       STEP_RATIO_TARGET),
                target(f"warren fork at 90% : warren run ({agents:,} foragers)", journal["ratio"]["median"], "<=",

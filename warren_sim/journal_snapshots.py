@@ -201,7 +201,7 @@ def fork_from_snapshots(path: Path, cursor: int, policy: str, overrides: Mapping
         data = path.read_bytes()
     except OSError:
         return None
-    first = data.split(b"\n", 1)[0].decode("utf-8", "replace")
+    first = data[:data.find(b"\n") % (len(data) + 1)].decode("utf-8", "replace")  # (no copy of the other 50 MB)
     run = parse_records(first, where)
     loaded, seed, parent = journal_origin(run, where)
     digest = engine_digest()
@@ -252,8 +252,10 @@ def _records_after(data: bytes, offset: int, c: int, cursor: int, where: str) ->
     A headless journal numbers its records in order, so the cursor's line is found by counting lines; the
     ``batch`` record after it by its bytes (``"kind":"batch"`` cannot occur inside a JSON string, where quotes are
     escaped). Any doubt (the records numbered otherwise) reads them all."""
-    tail = data.rstrip(b"\n")
-    last_line = tail[tail.rfind(b"\n") + 1:]
+    stop = len(data)
+    while stop and data[stop - 1] == 0x0A:  # (data.rstrip would copy the whole journal)
+        stop -= 1
+    last_line = data[data.rfind(b"\n", 0, stop) + 1:stop]
     last = parse_records(last_line.decode("utf-8"), where)[-1].get("cursor") if last_line else c
     pos = offset
     for _ in range(max(0, cursor - c)):
@@ -314,7 +316,7 @@ def _fork_at(data: bytes, offset: int, snap: dict[str, Any], again: Callable[[],
             end = data.index(b"\n", end) + 1
     else:
         walked = [dict(r) for r in got]
-    head = dumps_record(with_cursor(0, run)).encode("utf-8") + data[newline:end]
+    head = b"".join((dumps_record(with_cursor(0, run)).encode("utf-8"), memoryview(data)[newline:end]))
     forked = Forked(bringer.sim, bringer.policies, point, walked, dict(overrides or {}))
     return JournalFork(forked, head, c + 1 + len(got) - len(walked))
 
