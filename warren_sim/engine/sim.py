@@ -22,7 +22,7 @@ from heapq import heappop, heappush
 from operator import attrgetter
 from typing import Any
 
-import attrs
+import attr
 
 from .command import validate as validate_command
 from .command import validate_payload
@@ -80,7 +80,7 @@ def _inline_shuffle(getrandbits: Any, x: list[Any]) -> None:
 FAST_SHUFFLE = _fast_shuffle_agrees()
 
 
-@attrs.define(eq=False)
+@attr.s(auto_attribs=True, eq=False)  # native when compiled (see world.Agent)
 class ObjectiveState:
     id: str
     description: str
@@ -101,7 +101,7 @@ class ObjectiveState:
         }
 
 
-@attrs.define(eq=False)
+@attr.s(auto_attribs=True, eq=False)
 class Batch:
     time: int
     observations: list[Observation]

@@ -62,14 +62,19 @@ def _dict(value: dict[Any, Any], ctx: _Ctx) -> dict[Any, Any]:
     return dict(value)
 
 
+def _blank(cls: Any) -> Any:
+    """An instance of ``cls`` made without its ``__init__``, by the class's own ``__new__`` (``object.__new__``
+    refuses a mypyc native class: world.py's state classes are native when compiled)."""
+    return cls.__new__(cls)
+
+
 def _copier(cls: type, table: dict[str, How]) -> Callable[[Any, _Ctx], Any]:
-    """A copier of an attrs class with slots from its table: a new instance, each field as the table says."""
+    """A copier of an attrs class from its table: a new instance (:func:`_blank`), each field as the table says."""
     same = tuple(n for n, how in table.items() if how == VALUE)
     made = tuple((n, how) for n, how in table.items() if callable(how))
-    new_object = object.__new__
 
     def copy(obj: Any, ctx: _Ctx) -> Any:
-        new: Any = new_object(cls)
+        new: Any = _blank(cls)
         for name in same:
             setattr(new, name, getattr(obj, name))
         for name, how in made:
@@ -184,7 +189,7 @@ OBJECTIVE: dict[str, How] = {"id": VALUE, "description": VALUE, "structure": VAL
 
 
 def _copy_objective(o: Any, ctx: _Ctx) -> Any:
-    return _copy_into(o, object.__new__(type(o)), OBJECTIVE, ctx)
+    return _copy_into(o, _blank(type(o)), OBJECTIVE, ctx)
 
 
 def _agent_list(value: list[Agent], ctx: _Ctx) -> list[Agent]:

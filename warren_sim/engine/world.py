@@ -12,7 +12,7 @@ import heapq
 from functools import lru_cache
 from typing import Any
 
-import attrs
+import attr
 
 from .errors import WorldError
 from .spec import LinkSpec, PlaceSpec, ScenarioSpec
@@ -42,7 +42,15 @@ def parse_cell(text: str) -> Cell | None:
         return None
 
 
-@attrs.define(eq=False)
+# The run's state classes are ``attr.s(auto_attribs=True)`` classes rather than ``attrs.define`` ones because
+# mypyc compiles that spelling (as it does ``dataclasses.dataclass``) into a native class: the compiled engine
+# reads their fields as C struct members, where a class made by ``attrs.define`` stays a Python class to mypyc
+# and every ``agent.cell`` is a generic attribute lookup (issue 30: about a tenth of a headless decision). The
+# same fields, constructor and attrs API (fields, asdict). Not ``slots=True``: attrs would rebuild the class,
+# and the rebuilt class is not mypyc's.
+
+
+@attr.s(auto_attribs=True, eq=False)
 class Action:
     """A durative action holding a lane until ``until`` (sim ms)."""
 
@@ -57,7 +65,7 @@ class Action:
     dest: Cell | None = None
 
 
-@attrs.define(eq=False)
+@attr.s(auto_attribs=True, eq=False)
 class Agent:
     id: str
     role: str
@@ -65,15 +73,15 @@ class Agent:
     notes: str
     cell: Cell
     tools: tuple[str, ...]
-    inventory: list[str] = attrs.Factory(list)
-    lanes: dict[str, Action | None] = attrs.Factory(lambda: {"body": None, "voice": None})
+    inventory: list[str] = attr.Factory(list)
+    lanes: dict[str, Action | None] = attr.Factory(lambda: {"body": None, "voice": None})
     seq: int = -1
     wake_time: int = -1
     wake_reason: str = ""
     wake_token: int = 0
-    events: list[Any] = attrs.Factory(list)  # dicts, or sim.OutcomeEvent still to be built
+    events: list[Any] = attr.Factory(list)  # dicts, or sim.OutcomeEvent still to be built
     events_dropped: int = 0
-    messages: list[dict[str, Any]] = attrs.Factory(list)
+    messages: list[dict[str, Any]] = attr.Factory(list)
     messages_dropped: int = 0
 
     def idle(self) -> bool:
@@ -85,7 +93,7 @@ class Agent:
         return not self.idle()
 
 
-@attrs.define(eq=False)
+@attr.s(auto_attribs=True, eq=False)
 class Item:
     id: str
     kind: str
@@ -97,7 +105,7 @@ class Item:
     last_taker: tuple[int, str] | None = None  # (time, agent) of the last take, to explain conflicts
 
 
-@attrs.define(eq=False)
+@attr.s(auto_attribs=True, eq=False)
 class Structure:
     id: str
     kind: str
