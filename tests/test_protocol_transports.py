@@ -458,17 +458,20 @@ async def test_ws_claim_parts_make_the_envelope_cheaper_not_just_smaller(autojum
         assert status == 400 and bad["rpc"]["code"] == -32602 and "agent.claim: params.parts" in bad["rpc"]["data"]["detail"]
 
 
-async def test_ws_silent_peer_is_dropped_but_its_lease_lives(autojump_clock, tmp_path, caplog):
+@pytest.mark.parametrize("rate", [1.0, 10.0])
+async def test_ws_silent_peer_is_dropped_but_its_lease_lives(autojump_clock, tmp_path, caplog, rate):
     """A peer that never answers pings is closed after three heartbeat intervals (an expected end, logged as no
-    error); its lease still works over HTTP."""
-    async with served(tmp_path, heartbeat_s=5) as api:
+    error); its lease still works over HTTP. The intervals are real seconds under any ``--rate``: on the rated
+    clock (``rate`` virtual seconds a real one) the drop comes after 3 x 5 x ``rate`` of it."""
+    async with served(tmp_path, heartbeat_s=5, rate=rate) as api:
         run = await api.create(controlled_agents=["engineer-1"], decision_deadline_s=1000)
         async with api.client.websocket("/v1/agent") as raw:
             await raw.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "agent.claim",
                                        "params": {"run_id": run, "agent_id": "engineer-1"}}))
             lease = None
             closed = None
-            with trio.move_on_after(60):
+            began = trio.current_time()
+            with trio.move_on_after(60 * rate):
                 while True:
                     try:
                         msg = json.loads(await raw.receive())
@@ -478,6 +481,7 @@ async def test_ws_silent_peer_is_dropped_but_its_lease_lives(autojump_clock, tmp
                     if msg.get("id") == 1:
                         lease = msg["result"]["lease"]
             assert lease and closed is not None and closed.args[0] == 1001
+            assert 3 * 5 * rate < trio.current_time() - began <= 4 * 5 * rate + 1
         status, _ = await HttpAgent(api).briefing(run, lease)
         assert status == 200
     assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text

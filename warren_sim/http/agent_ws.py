@@ -511,10 +511,17 @@ class AgentSession:
                 await self.send(message)
 
     async def _heartbeat(self) -> None:
-        """Ping the peer every interval; drop it after three intervals of silence (leases live on)."""
+        """Ping the peer every interval; drop it after three intervals of silence (leases live on).
+
+        The interval is in real seconds under any ``--rate`` (as ``capabilities.heartbeat_s`` says, and as the
+        body timeout is): a heartbeat tests the network and the peer's process, which run in real time. On the
+        rated clock a 15 s interval was 0.15 s at rate 100, and a client busy for half a second (a policy
+        thinking, a loaded machine) lost its connection, and with it a fresh claim in flight, whose retry then
+        met its own lease (409)."""
+        interval = self.heartbeat_s * self.manager.config.rate  # real seconds, on the process's (rated) clock
         while True:
-            await trio.sleep(self.heartbeat_s)
-            if trio.current_time() - self.last_heard > 3 * self.heartbeat_s:
+            await trio.sleep(interval)
+            if trio.current_time() - self.last_heard > 3 * interval:
                 await self.peer.close(1001, "no message for three heartbeat intervals")
                 raise Dropped()
             self.server_ping += 1
