@@ -4,11 +4,10 @@ after a 403, retrying a 503, reconnecting after 1012), the world is the headless
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
-from test_faults_wire import AGENTS, _drive, _engine, _headless, drive_ws
+from test_faults_wire import AGENTS, _engine, _headless, drive_http, drive_ws
 
 from warren_sim.client import AgentClient
 from warren_sim.testing import assert_replays
@@ -27,13 +26,7 @@ def _commands_per_observation(journal: list[dict[str, Any]]) -> dict[str, int]:
 @pytest.mark.parametrize("seed", range(2))
 def test_the_sdk_rides_out_restarts_and_lost_leases_over_http(warren_server, seed):
     run = warren_server.create_run("bridge_repair", seed, AGENTS, faults={"spec": SPEC, "seed": seed})
-    errors: list[BaseException] = []
-    threads = [threading.Thread(target=_drive, args=(warren_server.url, run.id, a, seed, errors)) for a in AGENTS]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert errors == []
+    drive_http(warren_server.url, run.id, seed)
     run.wait_status("completed", 60)
     journal = run.journal()
     assert _engine(journal) == _engine(_headless(seed))

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 from chromium import chromium, chromium_path
-from test_faults_wire import AGENTS, _drive
+from test_faults_wire import AGENTS, drive_http
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(chromium_path() is None, reason="needs Debian's chromium (.ci/run installs it)")]
@@ -23,13 +22,7 @@ def test_the_viewer_marks_faults_on_its_log_and_counts_them_by_kind(warren_serve
     spec = "lost_reply=0.2,reset=0.1,restart=0.02"
     run = warren_server.create_run("bridge_repair", 2, AGENTS, faults={"spec": spec, "seed": 5},
                                    decision_deadline_s=3600)
-    errors: list[BaseException] = []
-    threads = [threading.Thread(target=_drive, args=(warren_server.url, run.id, a, 2, errors)) for a in AGENTS]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert errors == []
+    drive_http(warren_server.url, run.id, 2)
     run.wait_status("completed", 60)
     journal = run.journal()
     faults = [r for r in journal if r["kind"] == "fault"]

@@ -43,19 +43,23 @@ def _drive(url: str, run_id: str, agent_id: str, seed: int, errors: list[BaseExc
         errors.append(exc)
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_the_sdk_rides_out_network_faults_and_the_world_is_the_headless_one(warren_server, seed):
-    warren_server_faults = "reset=0.15,lost_reply=0.15,delay=0.15:20ms,redeliver=0.15,unavailable=0.15"
-    run = warren_server.create_run("bridge_repair", seed, AGENTS,
-                                   faults={"spec": warren_server_faults, "seed": seed})
+def drive_http(url: str, run_id: str, seed: int) -> None:
+    """Every agent of the run driven by the blocking SDK over HTTP, a thread each, to the run's end: none failed."""
     errors: list[BaseException] = []
-    threads = [threading.Thread(target=_drive, args=(warren_server.url, run.run_id if hasattr(run, "run_id")
-                                                     else run.id, a, seed, errors)) for a in AGENTS]
+    threads = [threading.Thread(target=_drive, args=(url, run_id, a, seed, errors)) for a in AGENTS]
     for t in threads:
         t.start()
     for t in threads:
         t.join(120)
     assert errors == []
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_sdk_rides_out_network_faults_and_the_world_is_the_headless_one(warren_server, seed):
+    warren_server_faults = "reset=0.15,lost_reply=0.15,delay=0.15:20ms,redeliver=0.15,unavailable=0.15"
+    run = warren_server.create_run("bridge_repair", seed, AGENTS,
+                                   faults={"spec": warren_server_faults, "seed": seed})
+    drive_http(warren_server.url, run.id, seed)
     view = run.wait_status("completed", 60)
     journal = run.journal()
     assert _engine(journal) == _engine(_headless(seed))
