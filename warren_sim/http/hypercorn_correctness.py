@@ -43,9 +43,10 @@ reports the stream closed, which happens in the same breath.
    was complete is closed (fix 2), but its response did not say so: no ``Connection: close``, so a keep-alive
    client sent its next request into a socket the server was closing, and met "Server disconnected without
    sending a response" when the close won the race (a browser-guard 403 on a POST, a protocol-header 409, a 413
-   announced by Content-Length: the refusal comes from a hook, before the body is read). The fix adds ``Connection: close`` to a response that starts
-   while the request's body is still coming (h11's ``their_state`` is ``SEND_BODY``): h11 then ends the
-   connection after the response, and the client opens a new one instead of reusing it. Fails without it:
+   announced by Content-Length: the refusal comes from a hook, before the body is read). The fix adds
+   ``Connection: close`` to a response that starts while the request's body is still coming (h11's
+   ``their_state`` is ``SEND_BODY``): h11 then ends the connection after the response, and the client opens a
+   new one instead of reusing it. Fails without it:
    ``tests/test_hygiene_e2e.py::test_a_refusal_before_the_body_says_connection_close``.
 
 Checked on this tree by undoing each fix in turn: each named test fails without its fix (fix 4's with fix 5 off).
