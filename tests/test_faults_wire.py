@@ -102,3 +102,40 @@ def test_the_websocket_sdk_rides_out_faults_and_the_world_is_the_headless_one(wa
     run.wait_status("completed", 60)
     assert _engine(run.journal()) == _engine(_headless(seed))
     assert {f["fault"] for f in run.faults()} & {"reset", "lost_reply", "disconnect"}
+
+
+def test_a_connection_too_shared_for_its_fault_rate_says_so(warren_server):
+    """Faults that close a connection are drawn per request: on one shared by many agents they are met as many
+    times as often, and a reconnect must claim every one of them again before it is any use. When no reconnect
+    gets that far, the SDK's error says so (and what to do), not "is the server running?"."""
+    import trio
+
+    from warren_sim import client as sdk
+    from warren_sim.client import TransportError
+
+    agents = [f"forager-{i:02d}" for i in range(1, 21)]
+    run = warren_server.create_run("warren", 0, agents, params={"agents": 20},
+                                   faults={"spec": "reset=0.6", "seed": 0})
+    errors: list[BaseException] = []
+
+    async def one(client: Any, agent_id: str) -> None:
+        try:
+            async with client.claim(run.id, agent_id) as agent:
+                async for obs in agent.observations():
+                    await agent.submit(obs, {"sleep_ms": 1})
+        except TransportError as exc:
+            errors.append(exc)
+
+    async def main() -> None:
+        retry = RetryPolicy(attempts=2, backoff=0.001, max_backoff=0.01, reconnect_s=0.5)
+        with trio.fail_after(60):
+            async with sdk.open(warren_server.url, transport="ws", retry=retry, timeout=10.0) as client:
+                async with trio.open_nursery() as nursery:
+                    for agent_id in agents:
+                        nursery.start_soon(one, client, agent_id)
+
+    trio.run(main)
+    assert errors, "twenty agents on one connection at reset=0.6 were all claimed again every time"
+    message = str(errors[0])
+    assert "closed before its" in message and "agents were claimed again" in message, message
+    assert "share one among fewer agents" in message and "is the server running" not in message, message

@@ -162,6 +162,7 @@ class Connection:
         self.socket_wrapper = socket_wrapper
         self.held: dict[tuple[str, str], Held] = {}
         self.connections = 0  # sockets that completed the handshake (1 + reconnects)
+        self._cut_claiming = 0  # sockets in the current run of failures that closed while claiming agents again
         self.pings_answered = 0
         self.heartbeat_s: float | None = None
         self.capabilities: dict[str, Any] = {}
@@ -211,6 +212,7 @@ class Connection:
                 was_live, why = await self._connect_once()
                 if was_live:
                     failures, waited = 0, 0.0  # it was up: the next try is a reconnect, not a failure in a row
+                    self._cut_claiming = 0
             except WarrenError as exc:  # not warren-agent/0 (or it refused our protocol): retrying cannot help
                 self._broken = exc
             finally:
@@ -219,10 +221,7 @@ class Connection:
                 break
             pause = self.retry.delay(failures)
             if failures >= self.retry.attempts + 1 and waited + pause > self.retry.reconnect_s:
-                self._broken = TransportError(
-                    f"WS {self.url}: could not connect after {failures} tries over {waited:.1f} s ({why}); is the "
-                    f"server running? (the SDK retries connection errors for up to {self.retry.reconnect_s:g} s: "
-                    "RetryPolicy.reconnect_s)")
+                self._broken = TransportError(self._gave_up(failures, waited, why))
                 break
             with trio.move_on_after(pause):
                 await self._close_asked.wait()
@@ -232,6 +231,20 @@ class Connection:
         for held in self.held.values():  # waiting handles learn that no envelope will come
             held.poke()
         self._finished.set()
+
+    def _gave_up(self, failures: int, waited: float, why: str) -> str:
+        held = sum(1 for h in self.held.values() if h.claimed and not h.state.released)
+        if self._cut_claiming:
+            # The server answered, but every socket closed while the held agents were being claimed again: one
+            # connection carries all their requests, so a fault that closes it (docs/faults.md) is met about as
+            # many times as often as it has agents, and the claims again of all of them must pass in a row.
+            return (f"WS {self.url}: connected {self._cut_claiming} times in {waited:.1f} s, but each connection "
+                    f"closed before its {held} agents were claimed again ({why}); a connection shared by many "
+                    "agents closes whenever any of their requests meets a fault that closes it: share one among "
+                    "fewer agents (docs/faults.md, \"A connection shared by many agents\")")
+        return (f"WS {self.url}: could not connect after {failures} tries over {waited:.1f} s ({why}); is the "
+                f"server running? (the SDK retries connection errors for up to {self.retry.reconnect_s:g} s: "
+                "RetryPolicy.reconnect_s)")
 
     async def _connect_once(self) -> tuple[bool, str]:
         """One connection from TCP connect to close: (whether it got live, why it ended).
@@ -318,6 +331,8 @@ class Connection:
             raise ProtocolError(f"WS {self.url}: initialize answered {init!r}; expected protocol "
                                 f"{PROTOCOL_VERSION!r}")
         self.capabilities = _object(init.get("capabilities"))
+        if any(h.claimed for h in self.held.values()):
+            self._cut_claiming += 1  # taken back in supervise if the claims again all pass
         beat = self.capabilities.get("heartbeat_s")
         self.heartbeat_s = float(beat) if isinstance(beat, int | float) and beat > 0 else None
         for held in list(self.held.values()):  # a reconnect: claim every held agent again with its token
