@@ -56,9 +56,9 @@ WAVE_AGENTS = 200
 #: them again first: at 15% per kind a claim closes it 39% of the time, and 50 agents on one connection never
 #: all get claimed again (docs/faults.md, "A connection shared by many agents").
 TEAM = 3
-#: `warren agent`'s long-poll: 30 s of the server's clock, 0.3 s of wall time at --rate 100 (2 s, 20 ms of wall
-#: time, made 50 idle agents of warren-50 poll 2,500 times a second and starve the server)
-AGENT_WAIT = "30"
+#: every HTTP client's long-poll: 30 s of the server's clock, 0.3 s of wall time at --rate 100 (2 s, 20 ms of
+#: wall time, made 50 idle agents of warren-50 poll 2,500 times a second and starve the server)
+WAIT = 30
 SPECS = [*(f"{k}=0.15" if k != "delay" else "delay=0.15:2s" for k in NETWORK_KINDS), "all=0.15"]
 SERVER_SPECS = ["expire=0.15", "restart=0.05,expire=0.05,all=0.1"]
 CLIENTS = ("sdk-http", "sdk-trio-http", "sdk-ws", "agent-http", "agent-ws")
@@ -112,7 +112,7 @@ def _sdk_http(url: str, job: Job, agent_id: str) -> None:
         briefing = agent.briefing()
         policy = make_policy(sc, "solution", agent_id, briefing["role"], briefing, job.seed)
         with _until_the_end():
-            for obs in agent.observations(wait=5):
+            for obs in agent.observations(wait=WAIT):
                 job.got(agent.submit(obs, policy.decide(obs)))
 
 
@@ -143,7 +143,7 @@ def _sdk_trio_http(url: str, jobs: list[Job]) -> None:
         async with sdk.open(url, retry=RETRY, timeout=30.0) as client, trio.open_nursery() as nursery:
             for job in jobs:
                 for agent_id in job.agents:
-                    nursery.start_soon(functools.partial(_sdk_async_agent, wait=5), client, job, agent_id)
+                    nursery.start_soon(functools.partial(_sdk_async_agent, wait=WAIT), client, job, agent_id)
 
     trio.run(main)
 
@@ -170,7 +170,7 @@ def _warren_agent(url: str, job: Job, agent_id: str, transport: str, tmp: Path) 
     from warren_sim.cli import main
 
     log = tmp / f"{job.run_id}-{agent_id}.jsonl"
-    code = main(["agent", url, "--run", job.run_id, "--agent", agent_id, "--policy", "solution", "--wait", AGENT_WAIT,
+    code = main(["agent", url, "--run", job.run_id, "--agent", agent_id, "--policy", "solution", "--wait", str(WAIT),
                  "--transport", transport, "--receipts", str(log)])
     assert code == 0, f"warren agent {agent_id} of {job}: exit {code}"
     for line in log.read_text(encoding="utf-8").splitlines():
