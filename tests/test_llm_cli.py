@@ -110,9 +110,9 @@ def test_warren_eval_over_five_seeds_reports_completion_and_tokens(table: dict[s
     assert "tokens: " in table_proc.stdout and " prompt + " in table_proc.stdout
 
 
-def _create(url: str) -> str:
+def _create(url: str, **body: Any) -> str:
     response = httpx.post(f"{url}/v1/runs", params={"scenario": "bridge_repair", "seed": 3},
-                          json={"controlled_agents": ["engineer-1"], "npc_policy": "solution"})
+                          json={"controlled_agents": ["engineer-1"], "npc_policy": "solution", **body})
     assert response.status_code == 201, response.text
     return str(response.json()["run_id"])
 
@@ -131,6 +131,29 @@ def test_warren_agent_with_policy_llm_plays_a_served_run_and_learns_verdicts(
     tool_messages = [m["content"] for r in model.requests for m in r["messages"] if m["role"] == "tool"]
     assert any("verdict accepted" in c for c in tool_messages)
     assert all(r["messages"][0]["content"].startswith("You are Sam the engineer (engineer-1") for r in model.requests)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("transport", ["http", "ws"])
+def test_warren_agent_with_policy_llm_rides_out_network_faults_asking_the_model_once_an_observation(
+        served: str, transport: str, table: dict[str, dict[str, Any]]) -> None:
+    """docs/faults.md: the LLM policy rides out every network kind. A lost reply is retried with the same
+    command (not decided again), a redelivered or pushed-again envelope is dropped, a closed connection is
+    reconnected: the model is asked once per observation the agent answered, and none is accepted twice."""
+    spec = "reset=0.15,lost_reply=0.15,unavailable=0.15,redeliver=0.15,disconnect=0.15,delay=0.15:50ms"
+    run = _create(served, faults={"spec": spec, "seed": 2})
+    with scripted_model(play_solution(table)) as model:
+        proc = warren(model.env(), "agent", served, "--run", run, "--agent", "engineer-1", "--policy", "llm",
+                      "--transport", transport, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    assert f"{run} ended: completed" in proc.stdout and "faults met: " in proc.stdout, proc.stdout[-2000:]
+    journal = [json.loads(line) for line in httpx.get(f"{served}/v1/runs/{run}/journal").text.splitlines()]
+    met = {r["fault"] for r in journal if r["kind"] == "fault"}
+    assert met & {"reset", "lost_reply"}, met
+    accepted = [r["observation_id"] for r in journal
+                if r["kind"] == "verdict" and r["agent"] == "engineer-1" and r["status"] == "accepted"]
+    assert len(set(accepted)) == len(accepted), accepted
+    assert len(model.requests) == len(accepted), (len(model.requests), len(accepted))
 
 
 @pytest.mark.slow
