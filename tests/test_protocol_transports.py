@@ -408,6 +408,43 @@ async def test_ws_batched_frames_send_a_reply_and_the_envelopes_it_set_off_in_on
         assert {n["receipt"]["command_id"] for n in note["params"]["outcomes"]} == {f"o-{a}" for a in trio_}
 
 
+async def test_ws_batched_frames_pipeline_a_big_batch_in_a_few_frames(autojump_clock, tmp_path):
+    """Many envelopes of one flush leave in a few frames of at least PIPELINE_MIN each, sent as each is built
+    (the client starts on the first while the server builds the next): 64 agents woken together come in
+    PIPELINE_FRAMES frames of 16, the submit_many's reply riding in the first, every agent's envelope once."""
+    from warren_sim.http.agent_ws import PIPELINE_FRAMES, PIPELINE_MIN
+
+    agents = [f"forager-{i:02d}" for i in range(1, 65)]
+    async with served(tmp_path) as api, ws_agent(api) as ws:
+        status, _ = await ws.call("initialize", {"protocol": "warren-agent/0", "frames": "batched"})
+        assert status == 200
+        run = await api.create("warren", 0, controlled_agents=agents, params={"agents": 64}, pace=None)
+        leases = {}
+        for agent in agents:
+            _, c = await ws.claim(run, agent)
+            leases[agent] = c["lease"]
+        for agent in agents:
+            await ws.poll(run, leases[agent], agent=agent)
+        before = len(ws.raw_frames)
+        status, res = await ws.call("agent.submit_many", {"commands": [
+            {"run_id": run, "agent_id": a, "lease": leases[a], "command": cmd(f"s-{a}", f"{a}#0", sleep_ms=1)}
+            for a in agents]})
+        assert status == 200 and {r["receipt"]["status"] for r in res["results"]} == {"accepted"}
+        woke: list[str] = []
+        for _ in range(100):
+            frames = [f if isinstance(f, list) else [f] for f in ws.raw_frames[before:]]
+            notes = [[m for m in f if m.get("method") in ("observation", "observations")] for f in frames]
+            woke = [e["agent_id"] for n in notes for m in n for e in m["params"].get("envelopes", [m["params"]])]
+            if len(woke) == len(agents):
+                break
+            await trio.sleep(0.1)
+        assert sorted(woke) == agents, woke  # each agent's envelope once
+        sizes = [len(m["params"]["envelopes"]) for n in notes for m in n]
+        assert sizes == [PIPELINE_MIN] * PIPELINE_FRAMES == [16] * 4, sizes
+        first = next(f for f in frames if any(m.get("method") == "observations" for m in f))
+        assert any(m.get("result") == res for m in first)  # the reply leaves with the first of them
+
+
 async def test_ws_subscribe_narrows_envelopes(autojump_clock, tmp_path):
     """agent.subscribe with parts [you, affordances] sends envelopes with only those parts (plus identity)."""
     async with served(tmp_path) as api, ws_agent(api) as ws:

@@ -45,6 +45,10 @@ PARTS = ("observation", "text", "affordances", *OBSERVATION_PARTS)
 # "single": one JSON-RPC message per frame. "batched" (asked for in initialize): the messages that leave at
 # once (a reply and the envelopes its request set off, several notifications) leave as one JSON array frame.
 FRAMES = ("single", "batched")
+#: A flush of many envelopes leaves in about this many frames (batched frames only), each of at least
+#: ``PIPELINE_MIN`` envelopes: see ``AgentSession._flush``.
+PIPELINE_FRAMES = 4
+PIPELINE_MIN = 16
 
 
 class RpcError(Exception):
@@ -471,7 +475,13 @@ class AgentSession:
         statuses: list[dict[str, Any]] = []
         results: dict[str, Any] = {}  # an ended run's result, once per flush (its view is O(agents))
         first_run = ""
+        # Pipelined: many envelopes leave in a few frames, each sent as soon as it is built, so that the client
+        # decodes and answers the first while the server builds the next (two processes, two cores: a batch
+        # then costs about the larger of the two sides' work, not their sum). bench/RESULTS.md, issue 30.
+        size = max(PIPELINE_MIN, -(-len(woken) // PIPELINE_FRAMES)) if self.batched_frames else len(woken) + 1
+        left = len(woken)
         for sub in woken:
+            left -= 1
             if self.subs.get((sub.run.run_id, sub.agent.agent_id)) is not sub:
                 continue  # released since it woke
             run, ra = sub.run, sub.agent
@@ -488,22 +498,22 @@ class AgentSession:
                 statuses.append(_note("run.status", {"run_id": run.run_id, "agent_id": ra.agent_id,
                                                      "seq": sub.last_seq, "status": run.status,
                                                      "detail": _result_of(run, results)}))
+            if len(envelopes) >= size and left >= PIPELINE_MIN:  # a frame's worth, and enough left for another
+                out, self.outbox = self.outbox, []
+                await self._send_all([*out, _envelopes_note(envelopes, first_run, outcomes)])
+                envelopes, outcomes, first_run = [], [], ""
         out, self.outbox = self.outbox, []
         if envelopes:
-            if len(envelopes) == 1:
-                e = envelopes[0]
-                params: dict[str, Any] = {"run_id": first_run, **e}
-                method = "observation"
-            else:
-                params, method = {"envelopes": envelopes}, "observations"
-            if outcomes:
-                params["outcomes"] = outcomes
-            out.append(_note(method, params))
+            out.append(_envelopes_note(envelopes, first_run, outcomes))
         elif len(outcomes) == 1:
             out.append(_note("outcome", outcomes[0]))
         elif outcomes:
             out.append(_note("outcomes", {"outcomes": outcomes}))
         out += statuses
+        await self._send_all(out)
+
+    async def _send_all(self, out: list[dict[str, Any]]) -> None:
+        """``out`` in one frame (batched frames) or a frame each."""
         if self.batched_frames and len(out) > 1:
             await self.send(out)
         else:
@@ -545,6 +555,18 @@ def _result_of(run: Any, results: dict[str, Any]) -> Any:
     if run.run_id not in results:
         results[run.run_id] = run.view()["result"]
     return results[run.run_id]
+
+
+def _envelopes_note(envelopes: list[dict[str, Any]], first_run: str, outcomes: list[dict[str, Any]]) -> dict[str, Any]:
+    """An ``observation`` notification for one envelope, ``observations`` for several; the outcomes ride in it."""
+    if len(envelopes) == 1:
+        params: dict[str, Any] = {"run_id": first_run, **envelopes[0]}
+        method = "observation"
+    else:
+        params, method = {"envelopes": envelopes}, "observations"
+    if outcomes:
+        params["outcomes"] = outcomes
+    return _note(method, params)
 
 
 def _note(method: str, params: dict[str, Any]) -> dict[str, Any]:
