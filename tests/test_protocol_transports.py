@@ -370,6 +370,17 @@ async def test_ws_outcomes_of_one_batch_ride_in_the_next_observations_frame(auto
             assert status == 200 and asked == n["receipt"]
 
 
+async def _claimed_and_polled(ws, run, agents):
+    """Every agent claimed on ``ws``, then its first envelope polled: the leases."""
+    leases = {}
+    for agent in agents:
+        _, c = await ws.claim(run, agent)
+        leases[agent] = c["lease"]
+    for agent in agents:
+        await ws.poll(run, leases[agent], agent=agent)
+    return leases
+
+
 async def test_ws_batched_frames_send_a_reply_and_the_envelopes_it_set_off_in_one_frame(autojump_clock, tmp_path):
     """initialize with frames "batched": a submit_many that completes a batch is answered in one array frame
     holding its reply and the next batch's observation (with the outcomes riding in it); "single" (the
@@ -382,12 +393,7 @@ async def test_ws_batched_frames_send_a_reply_and_the_envelopes_it_set_off_in_on
         assert status == 200 and init["frames"] == "batched" and init["capabilities"]["frames"] == ["single", "batched"]
         trio_ = ("engineer-1", "courier-1", "medic-1")  # every agent: no NPC-only batch between the two batches
         run = await api.create(controlled_agents=list(trio_), pace=None)
-        leases = {}
-        for agent in trio_:
-            _, c = await ws.claim(run, agent)
-            leases[agent] = c["lease"]
-        for agent in trio_:
-            await ws.poll(run, leases[agent], agent=agent)
+        leases = await _claimed_and_polled(ws, run, trio_)
         status, res = await ws.call("agent.submit_many", {"commands": [
             {"run_id": run, "agent_id": agent, "lease": leases[agent], "command": cmd(f"o-{agent}", f"{agent}#0",
                                                                                      noop=True)}
@@ -419,12 +425,7 @@ async def test_ws_batched_frames_pipeline_a_big_batch_in_a_few_frames(autojump_c
         status, _ = await ws.call("initialize", {"protocol": "warren-agent/0", "frames": "batched"})
         assert status == 200
         run = await api.create("warren", 0, controlled_agents=agents, params={"agents": 64}, pace=None)
-        leases = {}
-        for agent in agents:
-            _, c = await ws.claim(run, agent)
-            leases[agent] = c["lease"]
-        for agent in agents:
-            await ws.poll(run, leases[agent], agent=agent)
+        leases = await _claimed_and_polled(ws, run, agents)
         before = len(ws.raw_frames)
         status, res = await ws.call("agent.submit_many", {"commands": [
             {"run_id": run, "agent_id": a, "lease": leases[a], "command": cmd(f"s-{a}", f"{a}#0", sleep_ms=1)}
