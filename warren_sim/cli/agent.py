@@ -105,7 +105,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     _check_args(args)
     if getattr(args, "transport", "http") == "ws":
         return _agent_over_ws(args)
-    from ..client import AgentClient, RetryPolicy, ServerError, TransportError
+    from ..client import AgentClient, RetryPolicy, RunEnded, ServerError, TransportError
 
     log = _ReceiptLog(args.receipts)
     with AgentClient.open(args.url, timeout=10.0, retry=RetryPolicy(reconnect_s=args.reconnect)) as client:
@@ -145,6 +145,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
                             log.write(receipt)
                             print(f">>> noop (the policy's answers were rejected)  [{show_receipt(receipt)}]",
                                   flush=True)
+                except RunEnded:  # a command (or its claim again after a 403) met the run's end: the view says how
+                    pass
                 except KeyboardInterrupt:
                     agent.detach()  # before leaving `with`, which would release the agent otherwise
                     raise
@@ -210,7 +212,7 @@ def _agent_over_ws(args: argparse.Namespace) -> int:
 async def _agent_ws_main(args: argparse.Namespace, held: dict[str, str]) -> int:
     import trio
 
-    from ..client import ServerError, TransportError
+    from ..client import RunEnded, ServerError, TransportError
     from ..client import open as open_client
 
     log = _ReceiptLog(args.receipts)
@@ -249,6 +251,8 @@ async def _agent_ws_main(args: argparse.Namespace, held: dict[str, str]) -> int:
                             log.write(receipt)
                             print(f">>> noop (the policy's answers were rejected)  [{show_receipt(receipt)}]",
                                   flush=True)
+                except RunEnded:  # as over HTTP
+                    pass
                 except KeyboardInterrupt:
                     agent.detach()
                     raise
