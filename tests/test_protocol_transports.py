@@ -414,10 +414,13 @@ async def test_ws_batched_frames_send_a_reply_and_the_envelopes_it_set_off_in_on
         assert {n["receipt"]["command_id"] for n in note["params"]["outcomes"]} == {f"o-{a}" for a in trio_}
 
 
-async def test_ws_batched_frames_pipeline_a_big_batch_in_a_few_frames(autojump_clock, tmp_path):
-    """Many envelopes of one flush leave in a few frames of at least PIPELINE_MIN each, sent as each is built
-    (the client starts on the first while the server builds the next): 64 agents woken together come in
-    PIPELINE_FRAMES frames of 16, the submit_many's reply riding in the first, every agent's envelope once."""
+@pytest.mark.parametrize("parts", [None, ["you"]])
+async def test_ws_batched_frames_pipeline_a_big_batch_in_a_few_frames(autojump_clock, tmp_path, parts):
+    """Many envelopes of one flush leave in a few frames of at least PIPELINE_MIN envelopes and PIPELINE_BYTES
+    each, sent as each is built (the client starts on the first while the server builds the next): 64 agents'
+    whole envelopes (about 3 KB each) woken together come in PIPELINE_FRAMES frames of 16, the submit_many's
+    reply riding in the first; narrowed to ``you`` (a few hundred bytes each) they come in one. Every agent's
+    envelope once."""
     from warren_sim.http.agent_ws import PIPELINE_FRAMES, PIPELINE_MIN
 
     agents = [f"forager-{i:02d}" for i in range(1, 65)]
@@ -426,6 +429,10 @@ async def test_ws_batched_frames_pipeline_a_big_batch_in_a_few_frames(autojump_c
         assert status == 200
         run = await api.create("warren", 0, controlled_agents=agents, params={"agents": 64}, pace=None)
         leases = await _claimed_and_polled(ws, run, agents)
+        for agent in agents if parts else ():
+            status, _ = await ws.call("agent.subscribe", {"run_id": run, "agent_id": agent, "lease": leases[agent],
+                                                          "parts": parts})
+            assert status == 200
         before = len(ws.raw_frames)
         status, res = await ws.call("agent.submit_many", {"commands": [
             {"run_id": run, "agent_id": a, "lease": leases[a], "command": cmd(f"s-{a}", f"{a}#0", sleep_ms=1)}
@@ -441,7 +448,8 @@ async def test_ws_batched_frames_pipeline_a_big_batch_in_a_few_frames(autojump_c
             await trio.sleep(0.1)
         assert sorted(woke) == agents, woke  # each agent's envelope once
         sizes = [len(m["params"]["envelopes"]) for n in notes for m in n]
-        assert sizes == [PIPELINE_MIN] * PIPELINE_FRAMES == [16] * 4, sizes
+        assert [PIPELINE_MIN] * PIPELINE_FRAMES == [16] * 4
+        assert sizes == ([16] * 4 if parts is None else [64]), sizes
         first = next(f for f in frames if any(m.get("method") == "observations" for m in f))
         assert any(m.get("result") == res for m in first)  # the reply leaves with the first of them
 

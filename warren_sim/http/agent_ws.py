@@ -46,9 +46,12 @@ PARTS = ("observation", "text", "affordances", *OBSERVATION_PARTS)
 # once (a reply and the envelopes its request set off, several notifications) leave as one JSON array frame.
 FRAMES = ("single", "batched")
 #: A flush of many envelopes leaves in about this many frames (batched frames only), each of at least
-#: ``PIPELINE_MIN`` envelopes: see ``AgentSession._flush``.
+#: ``PIPELINE_MIN`` envelopes and ``PIPELINE_BYTES`` bytes: see ``AgentSession._flush``. (64 warren agents'
+#: whole envelopes, about 3 KB each: four frames; 64 echo agents' of a few hundred bytes: one, for there a
+#: frame costs more than building the envelopes it would overlap; bench/RESULTS.md, issue 30.)
 PIPELINE_FRAMES = 4
 PIPELINE_MIN = 16
+PIPELINE_BYTES = 32 * 1024
 
 
 class RpcError(Exception):
@@ -479,7 +482,7 @@ class AgentSession:
         # decodes and answers the first while the server builds the next (two processes, two cores: a batch
         # then costs about the larger of the two sides' work, not their sum). bench/RESULTS.md, issue 30.
         size = max(PIPELINE_MIN, -(-len(woken) // PIPELINE_FRAMES)) if self.batched_frames else len(woken) + 1
-        left = len(woken)
+        left, weight = len(woken), 0
         for sub in woken:
             left -= 1
             if self.subs.get((sub.run.run_id, sub.agent.agent_id)) is not sub:
@@ -489,7 +492,9 @@ class AgentSession:
             if env is not None and (ra.lease is not None and ra.lease.live()):
                 sub.last_seq = env.seq
                 first_run = first_run or run.run_id
-                envelopes.append({"agent_id": ra.agent_id, "seq": env.seq, "envelope": env.shaped(sub.parts)})
+                shaped, nbytes = env.shaped_sized(sub.parts)
+                weight += nbytes
+                envelopes.append({"agent_id": ra.agent_id, "seq": env.seq, "envelope": shaped})
             if sub.outcomes:
                 outcomes += [{"run_id": run.run_id, "agent_id": ra.agent_id, "seq": sub.last_seq, "receipt": wire}
                              for wire in agent_ops.changed_receipts(run, ra, sub.outcomes)]
@@ -498,10 +503,12 @@ class AgentSession:
                 statuses.append(_note("run.status", {"run_id": run.run_id, "agent_id": ra.agent_id,
                                                      "seq": sub.last_seq, "status": run.status,
                                                      "detail": _result_of(run, results)}))
-            if len(envelopes) >= size and left >= PIPELINE_MIN:  # a frame's worth, and enough left for another
+            # a frame's worth (envelopes that cost their building: small ones cost less than another frame), and
+            # enough left for another
+            if len(envelopes) >= size and weight >= PIPELINE_BYTES and left >= PIPELINE_MIN:
                 out, self.outbox = self.outbox, []
                 await self._send_all([*out, _envelopes_note(envelopes, first_run, outcomes)])
-                envelopes, outcomes, first_run = [], [], ""
+                envelopes, outcomes, first_run, weight = [], [], "", 0
         out, self.outbox = self.outbox, []
         if envelopes:
             out.append(_envelopes_note(envelopes, first_run, outcomes))

@@ -70,7 +70,7 @@ class WireEnvelope:
         # rounded as on the wire (ms); a batch's publisher rounds once and passes the rounded value (the same)
         self.run_id, self.obs, self.deadline_unix = run_id, obs, round(deadline_unix, 3)
         self._full: dict[str, Any] | None = None
-        self._shaped: dict[tuple[str, ...], orjson.Fragment] | None = None  # made when first shaped
+        self._shaped: dict[tuple[str, ...], tuple[orjson.Fragment, int]] | None = None  # made when first shaped
         self._whole_raw: bytes | None = None  # the whole envelope's bytes, which its Fragment wraps
 
     @property
@@ -104,6 +104,10 @@ class WireEnvelope:
         Only the bytes are kept: the dicts they are made from are freed as soon as they are serialized (see
         ``Observation.observation_unkept``: kept, a 10,000-envelope batch's dicts set off the cycle collector's
         full passes), and the text and affordances they share are kept by the observation."""
+        return self.shaped_sized(parts)[0]
+
+    def shaped_sized(self, parts: tuple[str, ...]) -> tuple[orjson.Fragment, int]:
+        """``shaped(parts)`` and its length in bytes (a Fragment does not tell it): what a frame will weigh."""
         if parts != WHOLE and all(p in parts for p in WHOLE):
             parts = WHOLE
         shaped = self._shaped
@@ -114,7 +118,7 @@ class WireEnvelope:
             raw = orjson.dumps(self.narrowed(parts))
             if parts == WHOLE:
                 self._whole_raw = raw
-            got = shaped[parts] = orjson.Fragment(raw)
+            got = shaped[parts] = (orjson.Fragment(raw), len(raw))
         return got
 
     def whole(self) -> orjson.Fragment:
