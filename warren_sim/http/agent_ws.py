@@ -481,7 +481,8 @@ class AgentSession:
         # Pipelined: many envelopes leave in a few frames, each sent as soon as it is built, so that the client
         # decodes and answers the first while the server builds the next (two processes, two cores: a batch
         # then costs about the larger of the two sides' work, not their sum). bench/RESULTS.md, issue 30.
-        size = max(PIPELINE_MIN, -(-len(woken) // PIPELINE_FRAMES)) if self.batched_frames else len(woken) + 1
+        pipelined = self.batched_frames
+        size = max(PIPELINE_MIN, -(-len(woken) // PIPELINE_FRAMES))
         left, weight = len(woken), 0
         for sub in woken:
             left -= 1
@@ -505,7 +506,7 @@ class AgentSession:
                                                      "detail": _result_of(run, results)}))
             # a frame's worth (envelopes that cost their building: small ones cost less than another frame), and
             # enough left for another
-            if len(envelopes) >= size and weight >= PIPELINE_BYTES and left >= PIPELINE_MIN:
+            if pipelined and len(envelopes) >= size and weight >= PIPELINE_BYTES and left >= PIPELINE_MIN:
                 out, self.outbox = self.outbox, []
                 await self._send_all([*out, _envelopes_note(envelopes, first_run, outcomes)])
                 envelopes, outcomes, first_run, weight = [], [], "", 0
