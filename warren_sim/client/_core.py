@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from typing import Any, Generic, Literal, TypeVar
@@ -91,10 +92,9 @@ SUCCESS_STATUSES = frozenset({"accepted", "duplicate"})
 #: When a request is sent again after a transport error: ``safe`` (a retry cannot do harm: retried through a
 #: server restart, :attr:`RetryPolicy.reconnect_s`), ``brief`` (``attempts`` more tries, no more: a release on
 #: the way out), ``unsent`` (only if it never left: claiming several agents at once), ``never`` (creating a run).
-#: A fresh claim is ``safe``: if its first answer was lost after the server granted it, the retry meets 409 (the
-#: agent is held by a token we never saw, until that lease expires), which is no worse than giving up at once,
-#: and a connection reset before the server read it (the common case) is simply ridden out. A 503 (nothing was
-#: done) is retried after its Retry-After whatever the request.
+#: A claim is ``safe``, a fresh one too: it proposes the token of the lease it asks for (``proposed_lease``), so if
+#: its answer was lost after the server granted it (a reset, a restart), the retry resumes that lease. A 503
+#: (nothing was done) is retried after its Retry-After whatever the request.
 Retry = Literal["safe", "brief", "unsent", "never"]
 
 
@@ -493,6 +493,9 @@ class AgentState:
     #: An envelope that came with a receipt (``submit(..., next_wait=)``), handed out by the next poll
     #: without a request.
     prefetched: dict[str, Any] | None = None
+    #: The token the claim in progress proposes (``proposed_lease``), made when it is first sent and kept until a
+    #: claim is answered: a claim sent again after its answer was lost gets the lease it was granted.
+    proposal: str = ""
     #: ``/v1/runs/{run}/agents/{agent}``, quoted once (every request of the agent starts with it).
     _base: str = attrs.field(init=False)
 
@@ -536,12 +539,26 @@ def run_ended(state: AgentState, detail: str = "") -> RunEnded:
     return RunEnded(410, problem, "observations")
 
 
+def new_proposal() -> str:
+    """A token for a fresh lease, made here (``proposed_lease``): 192 random bits, as the server's own."""
+    return "l-" + secrets.token_urlsafe(24)
+
+
 def claim(state: AgentState) -> Op[AgentState]:
-    """Claim ``state``'s agent: afresh (``state.lease`` is ""), or with its saved lease (a resume)."""
+    """Claim ``state``'s agent: afresh (``state.lease`` is ""), or with its saved lease (a resume).
+
+    Each claim also proposes the token a fresh lease would get (a WARREN extension, ``proposed_lease``): a claim
+    sent again because its answer was lost (a reset, a server restart) then resumes the lease it was granted,
+    where the server's own token would be lost with the answer and the agent held until that lease's TTL ends.
+    The proposal is kept until a claim is answered, so the claim again of a 403 or a reconnect reuses it too."""
     lease = state.lease
-    call = Call("POST", state.path("/claim"), params={"lease": lease} if lease else {}, retry="safe")
+    if not state.proposal:
+        state.proposal = new_proposal()
+    proposed = {"proposed_lease": state.proposal}
+    call = Call("POST", state.path("/claim"), params={**({"lease": lease} if lease else {}), **proposed},
+                retry="safe")
     try:
-        got = yield Request("agent.claim", state, call)
+        got = yield Request("agent.claim", state, call, proposed)
     except RunEnded as exc:
         raise (yield from ended(exc, state.run_id)) from None
     accept_claim(state, got, lease, call.describe())
@@ -559,6 +576,7 @@ def accept_claim(state: AgentState, got: Any, lease: str, where: str) -> None:
     state.lease = fresh.lease
     state.briefing_revision = max(state.briefing_revision, fresh.briefing_revision)
     state.released = False
+    state.proposal = ""  # answered: the next fresh claim (after this lease ends) proposes another token
 
 
 def selector_json(agents: ControlledAgents) -> Any:

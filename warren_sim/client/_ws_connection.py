@@ -350,12 +350,15 @@ class Connection:
                 held.poke()
 
     async def _reclaim(self, socket: Any, s: core.AgentState) -> Any:
-        """A held agent claimed again with its token on a new connection; a 503 (nothing done) is waited out."""
+        """A held agent claimed again with its token on a new connection; a 503 (nothing done) is waited out. It
+        proposes a token too (:func:`core.claim`), for a lease that ended meanwhile is replaced by a fresh one."""
         attempt, waited = 0, 0.0
+        if not s.proposal:
+            s.proposal = core.new_proposal()
         while True:
             try:
-                return await self._request(socket, "agent.claim",
-                                           {"run_id": s.run_id, "agent_id": s.agent_id, "lease": s.lease})
+                return await self._request(socket, "agent.claim", {"run_id": s.run_id, "agent_id": s.agent_id,
+                                                                   "lease": s.lease, "proposed_lease": s.proposal})
             except ServiceUnavailable as exc:
                 waited = await self._wait_out(exc, attempt, waited)
                 attempt += 1

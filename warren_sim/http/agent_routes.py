@@ -111,7 +111,8 @@ def register_agent_routes(app: WarrenApp) -> None:
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/claim", methods=["POST"])
     async def claim(run_id: str, agent_id: str) -> Response:
         _check_protocol_arg()
-        token, _ = agent_ops.claim(runs().get(run_id), agent_id, _lease(), _via())
+        token, _ = agent_ops.claim(runs().get(run_id), agent_id, _lease(), _via(),
+                                   request.args.get("proposed_lease"))
         return reply({"lease": token, "briefing_revision": agent_ops.BRIEFING_REVISION})
 
     @app.route("/v1/runs/<run_id>/agents/<agent_id>/release", methods=["POST"])

@@ -254,10 +254,11 @@ class AgentSession:
             return None
         if run_id not in self.manager.faults.plans:
             return None
-        lease = params.get("lease")
-        resumes = kind != "claim" or agent_ops.claim_resumes(self.manager, run_id, agent_id,
-                                                             lease if isinstance(lease, str) else None)
-        return agent_ops.fault(self.manager, run_id, agent_id, kind, websocket=True, resumes=resumes)
+        lease, proposed = params.get("lease"), params.get("proposed_lease")
+        retriable = kind != "claim" or agent_ops.claim_retriable(
+            self.manager, run_id, agent_id, lease if isinstance(lease, str) else None,
+            proposed if isinstance(proposed, str) else None)
+        return agent_ops.fault(self.manager, run_id, agent_id, kind, websocket=True, retriable=retriable)
 
     async def _close_on_restart(self) -> None:
         """A ``restart`` fault closes every agent WebSocket with 1012 (service restart), as a crash would: the
@@ -344,7 +345,7 @@ class AgentSession:
         agent_id = _str_param(params, "agent_id", "agent.claim")
         parts = _parts_param(params, "agent.claim")
         token, resumed = agent_ops.claim(run, agent_id, _str_param(params, "lease", "agent.claim", optional=True),
-                                         self.via)
+                                         self.via, _str_param(params, "proposed_lease", "agent.claim", optional=True))
         sub = self._subscribe(run, run.agent(agent_id))
         if parts is not None:  # as agent.subscribe's parts, without a second request before the first envelope
             sub.parts = parts

@@ -90,8 +90,9 @@ def fault_lane(app: WarrenApp, inner: ASGIApp) -> ASGIApp:
             await inner(scope, receive, send)
             return
         run_id, agent_id, kind = hit
-        resumes = kind != "claim" or agent_ops.claim_resumes(manager, run_id, agent_id, _lease(scope))
-        fault = agent_ops.fault(manager, run_id, agent_id, kind, resumes=resumes)
+        retriable = kind != "claim" or agent_ops.claim_retriable(manager, run_id, agent_id, _arg(scope, "lease"),
+                                                                 _arg(scope, "proposed_lease"))
+        fault = agent_ops.fault(manager, run_id, agent_id, kind, retriable=retriable)
         key = (run_id, agent_id)
         if fault is None:
             await inner(scope, receive, _remembering(send, last_given, key) if kind == "poll" else send)
@@ -125,9 +126,9 @@ def fault_lane(app: WarrenApp, inner: ASGIApp) -> ASGIApp:
     return lane
 
 
-def _lease(scope: dict[str, Any]) -> str | None:
-    """The ``?lease=`` of a claim (read only for a faulted run's claims)."""
-    found = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("lease")
+def _arg(scope: dict[str, Any], name: str) -> str | None:
+    """A claim's ``?lease=`` or ``?proposed_lease=`` (read only for a faulted run's claims)."""
+    found = parse_qs(scope.get("query_string", b"").decode("latin-1")).get(name)
     return found[0] if found else None
 
 

@@ -117,6 +117,10 @@ class Endpoint:
 
 _LEASE = Param("lease", {"type": "string"}, "a live lease token of this agent, to resume it (same token, outstanding "
                "envelope redelivered); leave it out for a new claim")
+_PROPOSED = Param("proposed_lease", {"type": "string", "pattern": "^[A-Za-z0-9_-]{32,128}$"},
+                  "a WARREN extension: the token a fresh lease gets, made by the client at random; the same claim "
+                  "sent again (its answer lost) resumes that lease, where a server-made token would be lost with "
+                  "the answer. A live lease it names is resumed as with lease; another value gets 400")
 _PROTO = Param("protocol", {"type": "string", "const": PROTOCOL_VERSION},
                "the protocol the client speaks (alternative to the header); another value gets 409")
 _AGENT = "/v1/runs/{run_id}/agents/{agent_id}"
@@ -227,9 +231,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                          "every polled agent's outstanding envelope newer than its after, narrowed to the body's "
                          "parts when it names them (as the WebSocket binding's agent.subscribe)."),
     Endpoint("POST", f"{_AGENT}/claim", "claimAgent", "Claim a controlled agent, or resume a live lease", 200,
-             "claim_response", (404, 409, 410), query=(_LEASE, _PROTO), links=_CLAIM_LINKS,
+             "claim_response", (400, 404, 409, 410), query=(_LEASE, _PROPOSED, _PROTO),
+             links=_CLAIM_LINKS,
              description="409 while another live lease holds the agent or when it is not controlled; 410 once "
-                         "the run has ended."),
+                         "the run has ended; 400 for a proposed_lease that could not be a token."),
     Endpoint("POST", f"{_AGENT}/release", "releaseAgent", "Release the agent now", 200, "release_response",
              (401, 403, 404, 409), leased=True),
     Endpoint("GET", f"{_AGENT}/briefing", "getBriefing", "The agent's briefing (cache it by revision)", 200,

@@ -64,14 +64,14 @@ from ..protocol.verdicts import Judgement
 from .api import RunAPI
 from .errors import CANNOT_CLAIM, NO_MORE_OBSERVATIONS, RunError, run_ended
 from .faults import Fault
-from .leases import RemoteAgent
+from .leases import RemoteAgent, proposal_ok
 from .manager import RunManager, ServerConfig
 from .run import Run
 from .views import WireEnvelope
 
 __all__ = ["BRIEFING_REVISION", "HTTP", "WS", "Via", "authenticate", "briefing", "changed_receipts", "claim",
-           "claim_many", "claim_resumes", "fault", "next_observation", "poll", "poll_many", "receipt", "release", "submit",
-           "subscribe"]
+           "claim_many", "claim_retriable", "fault", "next_observation", "poll", "poll_many", "receipt", "release",
+           "submit", "subscribe"]
 
 AnyRun = RunAPI  # a live run or a stored one: both answer every operation (runtime.api)
 BRIEFING_REVISION = 1  # what a claim's reply names: the briefing an agent gets does not change during a run
@@ -113,10 +113,12 @@ def _span(run: AnyRun, kind: str, via: Via, agent_id: str | None = None) -> Any:
                           run.run_id, agent_id, via.tracestate)
 
 
-def claim(run: AnyRun, agent_id: str, lease: str | None, via: Via = HTTP) -> tuple[str, bool]:
-    """Claim ``agent_id`` (a fresh lease, or ``lease`` resumed): ``(token, resumed)``; 410 once the run ended."""
+def claim(run: AnyRun, agent_id: str, lease: str | None, via: Via = HTTP,
+          proposed: str | None = None) -> tuple[str, bool]:
+    """Claim ``agent_id`` (a fresh lease, or ``lease`` resumed; ``proposed``: the token a fresh lease gets, which
+    makes the claim safe to send again): ``(token, resumed)``; 410 once the run ended."""
     with _span(run, "claim", via, agent_id):
-        return run.claim(agent_id, lease)
+        return run.claim(agent_id, lease, proposed)
 
 
 def claim_many(run: AnyRun, selector: ControlledAgents, via: Via = HTTP) -> dict[str, str]:
@@ -245,12 +247,12 @@ def receipt(run: AnyRun, agent_id: str, lease: str | None, command_id: str, via:
 
 # -- faults (docs/faults.md): which request meets one, decided here for every transport ---------------------------
 def fault(manager: RunManager, run_id: str, agent_id: str, kind: str, *, websocket: bool = False,
-          resumes: bool = True) -> Fault | None:
+          retriable: bool = True) -> Fault | None:
     """The fault this request of ``agent_id`` meets, if any (:mod:`.faults`: a pure function of the seed, the
     run, the agent, ``kind`` and the request's index), journaled as a runtime record; an ``expire`` is done here
     (the lease ends before the request is judged). What a fault does to the wire is the transport's:
     :mod:`warren_sim.http.fault_lane`, and the JSON-RPC session of :mod:`warren_sim.http.agent_ws`."""
-    met = manager.faults.decide(run_id, agent_id, kind, websocket=websocket, resumes=resumes)
+    met = manager.faults.decide(run_id, agent_id, kind, websocket=websocket, retriable=retriable)
     if met is None:
         return None
     run = manager.runs.get(run_id)
@@ -271,9 +273,13 @@ def fault(manager: RunManager, run_id: str, agent_id: str, kind: str, *, websock
     return met
 
 
-def claim_resumes(manager: RunManager, run_id: str, agent_id: str, token: str | None) -> bool:
-    """Whether a claim with ``token`` would resume the agent's live lease (and not grant a fresh one): only such a
-    claim may lose its reply (a ``lost_reply``), for a client cannot learn a fresh token whose reply it lost."""
+def claim_retriable(manager: RunManager, run_id: str, agent_id: str, token: str | None,
+                    proposed: str | None = None) -> bool:
+    """Whether a claim can be sent again to the same effect: it proposes its lease's token (``proposed_lease``), or
+    ``token`` resumes the agent's live lease. Only such a claim may lose its reply (a ``lost_reply``): a client
+    cannot learn a fresh token the server made if the reply that carried it was lost."""
+    if proposal_ok(proposed):
+        return True
     if not token:
         return False
     run = manager.runs.get(run_id)

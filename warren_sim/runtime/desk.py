@@ -90,13 +90,14 @@ class AgentDesk:
             state.start()  # every controlled agent has been claimed: nobody misses its start observation
         state.batch.leases_changed()
 
-    def claim(self, agent_id: str, token: str | None) -> tuple[str, bool]:
-        """A new or resumed lease: ``(token, resumed)``. The run starts once every controlled agent was claimed."""
+    def claim(self, agent_id: str, token: str | None, proposed: str | None = None) -> tuple[str, bool]:
+        """A new or resumed lease: ``(token, resumed)``; ``proposed``: the token a fresh lease gets
+        (:func:`take_lease`). The run starts once every controlled agent was claimed."""
         ra = self.agent(agent_id)
         state = self.state
         if state.is_ended:
             raise run_ended(state.run_id, state.status, CANNOT_CLAIM)
-        token, resumed = take_lease(ra, token, state.config.lease_ttl, state.run_id)
+        token, resumed = take_lease(ra, token, state.config.lease_ttl, state.run_id, proposed)
         if resumed and agent_id in self.claimed_once:
             return token, True
         if not resumed:

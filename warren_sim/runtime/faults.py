@@ -185,17 +185,18 @@ class FaultPlan:
     met: list[Fault] = attrs.field(factory=list)
 
     def decide(self, agent_id: str, request: str, *, websocket: bool = False,
-               resumes: bool = True) -> Fault | None:
+               retriable: bool = True) -> Fault | None:
         """Count this request and say which fault, if any, it meets (at most one).
 
-        ``resumes=False``: a claim without a lease token, whose reply is never lost (warren-agent/0 gives a client
-        no way to learn a token it did not receive: the fault would only test waiting out the lease's TTL)."""
+        ``retriable=False``: a claim that neither resumes a live lease nor proposes its token (``proposed_lease``),
+        whose reply is never lost (its client could not learn the token the server made: the fault would only
+        test waiting out the lease's TTL)."""
         index = self.counts.get((agent_id, request), 0)
         self.counts[agent_id, request] = index + 1
         for kind, rate in self.spec.rates.items():
             if rate <= 0 or request not in APPLIES[kind] or (kind == "disconnect" and not websocket):
                 continue
-            if kind == "lost_reply" and not resumes:
+            if kind == "lost_reply" and not retriable:
                 continue
             if _draw(self.seed, self.run_id, agent_id, request, index, kind) < rate:
                 delay = 0.0
@@ -241,9 +242,9 @@ class FaultInjector:
         return plan
 
     def decide(self, run_id: str, agent_id: str, request: str, *, websocket: bool = False,
-               resumes: bool = True) -> Fault | None:
+               retriable: bool = True) -> Fault | None:
         plan = self.plans.get(run_id)
-        return None if plan is None else plan.decide(agent_id, request, websocket=websocket, resumes=resumes)
+        return None if plan is None else plan.decide(agent_id, request, websocket=websocket, retriable=retriable)
 
     def tally(self, run_id: str, agent_id: str | None = None) -> dict[str, int]:
         plan = self.plans.get(run_id)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import re
 import secrets
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -27,16 +28,37 @@ from ..protocol.models import Receipt
 from ..protocol.verdicts import AgentLedger
 from .errors import RunError
 
-__all__ = ["POLL_SHARE_OF_TTL", "Delivery", "Lease", "RemoteAgent", "check_lease", "digest", "new_token",
-           "poll_slot", "poll_wait", "still_held", "take_lease"]
+__all__ = ["POLL_SHARE_OF_TTL", "Delivery", "Lease", "RemoteAgent", "check_lease", "check_proposal", "digest",
+           "new_token", "poll_slot", "poll_wait", "proposal_ok", "still_held", "take_lease"]
 
 TOKEN_BYTES = 24
 #: A long-poll waits at most this share of the lease TTL, whatever ``wait`` and ``--max-wait`` say (docs/decisions.md).
 POLL_SHARE_OF_TTL = 0.9
 
 
+#: A client-made token a fresh claim proposes (``proposed_lease``, a WARREN extension): it becomes the lease's
+#: token, so it must be as hard to guess as one the server makes (32 URL-safe characters: 192 bits if random).
+PROPOSAL = re.compile(r"[A-Za-z0-9_-]{32,128}")
+
+
 def new_token() -> str:
     return "l-" + secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def proposal_ok(proposed: str | None) -> bool:
+    """``proposed`` is a token a claim may propose (:data:`PROPOSAL`)."""
+    return isinstance(proposed, str) and PROPOSAL.fullmatch(proposed) is not None
+
+
+def check_proposal(proposed: str | None) -> None:
+    """400 for a ``proposed_lease`` that could not be a lease token; None (none proposed) passes."""
+    if proposed is None or proposal_ok(proposed):
+        return
+    shown = proposed[:40] + ("..." if len(proposed) > 40 else "")
+    raise RunError(400, f"proposed_lease must be 32 to 128 characters drawn from A-Z, a-z, 0-9, '_' and '-', made "
+                   f"at random (for example \"l-\" + secrets.token_urlsafe(24)), got {shown!r} ({len(proposed)} "
+                   "characters): it becomes the lease's token, so it must be as hard to guess as one the server "
+                   "makes. Leave it out to have the server make the token")
 
 
 def digest(token: str) -> str:
@@ -117,17 +139,25 @@ def _paths(run_id: str, agent_id: str) -> str:
     return f"/v1/runs/{run_id}/agents/{agent_id}"
 
 
-def take_lease(ra: RemoteAgent, token: str | None, ttl: float, run_id: str) -> tuple[str, bool]:
-    """Claim ``ra``: ``(token, resumed)``. A live lease is resumed by its own token and refused (409) otherwise."""
+def take_lease(ra: RemoteAgent, token: str | None, ttl: float, run_id: str,
+               proposed: str | None = None) -> tuple[str, bool]:
+    """Claim ``ra``: ``(token, resumed)``. A live lease is resumed by its own token and refused (409) otherwise.
+
+    ``proposed`` (a WARREN extension, ``proposed_lease``) is the token a fresh lease gets instead of one made
+    here, and a live lease it names is resumed as by ``token``: a fresh claim whose reply was lost (a reset
+    after the grant, a server restart) is sent again as it was and gets the same lease back, where without it
+    the agent stays held by a token its client never saw until the TTL ends (docs/faults.md)."""
+    check_proposal(proposed)
     lease = ra.lease
     if lease is not None and lease.live():
-        if token and lease.matches(token):
-            lease.refresh(ttl)
-            return token, True
+        for held in (token, proposed):
+            if held and lease.matches(held):
+                lease.refresh(ttl)
+                return held, True
         raise RunError(409, f"{ra.agent_id} is held by another lease for up to {lease.seconds_left():.0f} s more "
                        "unless it is refreshed; resume with that lease's token (?lease=), or wait for it to be "
                        f"released (POST {_paths(run_id, ra.agent_id)}/release?lease=<token>) or to expire")
-    token = new_token()
+    token = proposed or new_token()
     ra.lease = Lease(ra.agent_id, digest(token), trio.current_time() + ttl)
     return token, False
 

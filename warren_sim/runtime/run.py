@@ -190,8 +190,8 @@ class Run:
         """Check the lease of a request and refresh its TTL (any authenticated request does)."""
         return self.desk.authenticate(agent_id, token)
 
-    def claim(self, agent_id: str, token: str | None) -> tuple[str, bool]:
-        return self.desk.claim(agent_id, token)
+    def claim(self, agent_id: str, token: str | None, proposed: str | None = None) -> tuple[str, bool]:
+        return self.desk.claim(agent_id, token, proposed)
 
     def claim_many(self, selector: ControlledAgents) -> dict[str, str]:
         return self.desk.claim_many(selector)

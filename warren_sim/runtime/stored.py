@@ -158,8 +158,8 @@ class StoredRun:
     def authenticate(self, agent_id: str, token: str | None) -> RemoteAgent:
         return self.rebuilt().authenticate(agent_id, token)
 
-    def claim(self, agent_id: str, token: str | None) -> tuple[str, bool]:
-        return self.rebuilt().claim(agent_id, token)
+    def claim(self, agent_id: str, token: str | None, proposed: str | None = None) -> tuple[str, bool]:
+        return self.rebuilt().claim(agent_id, token, proposed)
 
     def claim_many(self, selector: ControlledAgents) -> dict[str, str]:
         return self.rebuilt().claim_many(selector)
