@@ -139,3 +139,29 @@ def test_snapshots_need_a_trace_and_bad_cursors_stay_errors(often, tmp_path, cap
     assert _fork(trace, last + 1, tmp_path / "past.jsonl", "solution")[0] == 2
     assert "past the end" in capsys.readouterr().err
     assert _fork(trace, -1, tmp_path / "neg.jsonl", "solution")[0] == 2
+
+
+def test_the_head_is_the_same_bytes_copied_by_the_kernel_or_read_and_written(often, tmp_path, capsys, monkeypatch):
+    # the fork's head (its run record, then the parent's bytes up to the fork point) is copied by the kernel where
+    # it can; where it cannot (a pipe, another file system: EXDEV), it is read and written, to the same bytes
+    trace = _run(tmp_path, "bridge_repair", 0, "solution", "--snapshots")
+    cursor = trace.read_bytes().count(b"\n") - 3
+    code, kernel = _fork(trace, cursor, tmp_path / "kernel.jsonl", "solution")
+    assert code == 0 and kernel.startswith(js.fork_from_snapshots(trace, cursor, "solution", {}, "t").head)
+
+    def refuse(*args):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(js.os, "copy_file_range", refuse)
+    code, plain = _fork(trace, cursor, tmp_path / "plain.jsonl", "solution")
+    assert code == 0 and plain == kernel
+    shutil.rmtree(js.snapshots_dir(trace))
+    assert _fork(trace, cursor, tmp_path / "replayed.jsonl", "solution") == (0, kernel)  # the fork from the start
+
+
+def test_a_fork_refuses_to_write_over_its_own_journal(often, tmp_path, capsys):
+    trace = _run(tmp_path, "bridge_repair", 0, "solution", "--snapshots")
+    before = trace.read_bytes()
+    assert main(["fork", str(trace), "--cursor", "40", "--trace", str(trace)]) == 2
+    assert "is the journal being forked" in capsys.readouterr().err
+    assert trace.read_bytes() == before

@@ -7,6 +7,7 @@ on its own (``warren replay``) and whose ``run`` record names the parent and the
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,9 @@ def cmd_fork(args: argparse.Namespace) -> int:
     apply_scenarios_option(args)
     apply_llm_options(args)
     overrides: dict[str, dict[str, Any]] = {}
+    if args.trace is not None and _same_file(args.trace, args.journal):
+        raise UsageError(f"--trace {args.trace} is the journal being forked: the fork would overwrite its parent "
+                         "while reading it; write the fork to another file")
     try:
         for text in args.override:
             agent, command = parse_override(text)
@@ -67,16 +71,21 @@ def cmd_fork(args: argparse.Namespace) -> int:
         # from the last snapshot before the cursor when `warren run --snapshots` wrote some (the same fork)
         snapped = fork_from_snapshots(args.journal, args.cursor, policy, overrides, str(args.journal))
         if snapped is not None:
-            forked, head, head_records = snapped.forked, snapped.head, snapped.head_records
+            forked, head_records = snapped.forked, snapped.head_records
         else:
             records = read_journal(args.journal)
             forked = fork_records(records, args.cursor, policy, overrides=overrides, where=str(args.journal))
-            head, head_records = b"", 0
+            head_records = 0
     except (ForkError, JournalError, ScenarioError) as exc:
         raise UsageError(str(exc)) from None
     out = open_trace(args.trace)
-    if out is not None:
-        out.buffer.write(head)  # (nothing is buffered in the text layer yet: the stream was just opened)
+    if out is not None and snapped is not None:
+        try:
+            snapped.write_head(out)
+        except OSError as exc:
+            out.close()
+            raise UsageError(f"--trace: cannot copy {args.journal}'s first {head_records} records into "
+                             f"{args.trace}: {exc.strerror or exc}") from None
     writer = TraceWriter(out)
     writer.cursor = head_records
     writer.write(forked.records)
@@ -99,3 +108,10 @@ def cmd_fork(args: argparse.Namespace) -> int:
     print_headless_summary(summary, wall, wall_note=" after the fork point", between=[where],
                            policies=forked.policies.values(), trace=args.trace, records=writer.cursor)
     return EXIT_OK if summary["status"] == "completed" else EXIT_FAILED
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): not the same file
+        return False
