@@ -30,7 +30,8 @@ What the binding changes:
   claims every held agent again with its lease token; the server then pushes each outstanding envelope again.
   Requests cut by the drop are sent again on the new connection where that cannot do harm (the core's
   :data:`~._core.Retry`): ``submit`` under the *same* command id (an acceptance whose answer was lost comes back
-  ``duplicate``: success, one acceptance), reads, a resuming claim, release. A fresh claim is not.
+  ``duplicate``: success, one acceptance), reads, a claim (a fresh one proposes its token, so its retry resumes
+  the lease whose answer was lost), release.
 * JSON-RPC errors whose code is an HTTP status raise the same exceptions as over HTTP (``RunEnded`` on 410,
   ``LeaseRejected`` on 403 ...); ``run.status`` notifications end the handle's observations with ``RunEnded``.
 * ``next_observation(wait)``/``poll(wait)``: every ``wait`` s without an envelope the handle sends an
