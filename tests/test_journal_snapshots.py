@@ -10,6 +10,7 @@ import pickle
 import shutil
 from pathlib import Path
 
+import orjson
 import pytest
 
 from warren_sim import journal_snapshots as js
@@ -165,3 +166,48 @@ def test_a_fork_refuses_to_write_over_its_own_journal(often, tmp_path, capsys):
     assert main(["fork", str(trace), "--cursor", "40", "--trace", str(trace)]) == 2
     assert "is the journal being forked" in capsys.readouterr().err
     assert trace.read_bytes() == before
+
+
+def _first_record(trace: Path) -> list:
+    with open(trace, "rb") as f:
+        return [orjson.loads(f.readline())]
+
+
+def test_the_kept_scenario_stands_for_its_files_only_while_they_are_unchanged(often, tmp_path, capsys,
+                                                                               monkeypatch):
+    # the fork takes the scenario as the run built it (T.snapshots/scenario), not loading and expanding it again,
+    # while its files, the engine and the params are the run's; an edited scenario is loaded afresh (the replay's
+    # way), and the fork is the same bytes either way
+    from warren_sim.scenarios import load_scenario
+
+    scenarios = tmp_path / "scenarios"
+    shutil.copytree(Path(js.__file__).resolve().parents[1] / "scenarios" / "warren", scenarios / "warren",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv("WARREN_SCENARIOS", str(scenarios))
+    trace = _run(tmp_path, "warren", 0, "solution", "--snapshots")
+    folder = js.snapshots_dir(trace)
+    run = _first_record(trace)
+    kept = js._kept_scenario(folder, run, js.engine_digest(), "t")
+    assert kept is not None and kept.spec == load_scenario("warren", {"agents": 20}).spec
+    cursor = trace.read_bytes().count(b"\n") - 5
+    code, from_kept = _fork(trace, cursor, tmp_path / "kept.jsonl", "solution")
+    assert code == 0
+    toml = scenarios / "warren" / "scenario.toml"
+    toml.write_text(toml.read_text() + "\n# edited\n")
+    assert js._kept_scenario(folder, run, js.engine_digest(), "t") is None  # its files changed: load them
+    assert js.fork_from_snapshots(trace, cursor, "solution", {}, "t") is not None  # snapshots still serve
+    assert _fork(trace, cursor, tmp_path / "loaded.jsonl", "solution") == (0, from_kept)
+    assert js._kept_scenario(folder, [{**run[0], "params": {"agents": 21, "layout": 0}}], js.engine_digest(),
+                             "t") is None  # other params
+
+
+def test_the_kept_scenario_is_read_through_an_allow_list(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (shutil.rmtree, (str(tmp_path / "victim"),))
+
+    (tmp_path / "victim").mkdir()
+    (tmp_path / js.SCENARIO).write_bytes(pickle.dumps({"format": js.FORMAT, "spec": Evil()}))
+    run = [{"kind": "run", "scenario": "bridge_repair", "seed": 0, "run_id": "headless", "params": {}}]
+    assert js._kept_scenario(tmp_path, run, js.engine_digest(), "t") is None
+    assert (tmp_path / "victim").is_dir()

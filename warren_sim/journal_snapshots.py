@@ -43,16 +43,19 @@ from typing import Any, BinaryIO, TextIO, cast
 import attrs
 
 from .engine import Simulation
+from .engine import spec as spec_classes
 from .engine.records import dumps_record, parse_records, with_cursor
 from .engine.snapshot import restore, state_of
 from .fork import Forked, ForkPoint, _batches, _Bringer, _check_cursor, check_agents, walk_to
-from .replay import journal_origin
-from .scenarios import LoadedScenario
+from .replay import journal_names, journal_origin
+from .scenarios import LoadedScenario, ScenarioError
+from .scenarios.loader import find_scenario, load_solution
 
 __all__ = ["JournalFork", "SnapshotWriter", "fork_from_snapshots", "snapshots_dir"]
 
 SUFFIX = ".snapshots"
 BOUNDARIES = "boundaries"
+SCENARIO = "scenario"  # (a pickle too, of the spec: not named *.pickle, which are the snapshots)
 FORMAT = 1
 WORLD_FACTOR = 16
 MIN_RECORDS = 20_000
@@ -66,8 +69,21 @@ ALLOWED = {("random", "Random"), ("copyreg", "__newobj__"), ("copyreg", "_recons
            ("warren_sim.engine.policy", "RandomPolicy"), ("warren_sim.engine.policy", "NoopPolicy")}
 
 
+# What the kept scenario (``SCENARIO``) may hold besides plain values: the spec's own classes.
+SPEC_ALLOWED = frozenset(("warren_sim.engine.spec", name) for name, value in vars(spec_classes).items()
+                         if isinstance(value, type) and value.__module__ == spec_classes.__name__)
+
+
 def snapshots_dir(trace: Path) -> Path:
     return trace.with_name(trace.name + SUFFIX)
+
+
+def scenario_digest(directory: Path) -> str:
+    """The scenario's files, hashed: its kept spec stands for it only while they are the ones it was built from."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in directory.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        h.update(str(path.relative_to(directory)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def engine_digest() -> str:
@@ -93,9 +109,10 @@ def _dumps(obj: Any, solution: Any) -> bytes:
 
 
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, file: io.BytesIO, solution: Any) -> None:
+    def __init__(self, file: io.BytesIO, solution: Any, allowed: frozenset[tuple[str, str]] = frozenset()) -> None:
         super().__init__(file)
         self.solution = solution
+        self.allowed = allowed
 
     def find_class(self, module: str, name: str) -> Any:
         solution = self.solution
@@ -105,7 +122,7 @@ class _Unpickler(pickle.Unpickler):
                 found = getattr(found, part, None)
             if isinstance(found, type) and found.__module__ == module:
                 return found
-        if (module, name) not in ALLOWED:
+        if (module, name) not in ALLOWED and (module, name) not in self.allowed:
             raise pickle.UnpicklingError(f"a snapshot may not hold {module}.{name}")
         return super().find_class(module, name)
 
@@ -134,7 +151,7 @@ class SnapshotWriter:
     def __init__(self, trace: Path, stream: TextIO, loaded: LoadedScenario, policy: str, sim: Simulation) -> None:
         self.dir = snapshots_dir(trace)
         self.dir.mkdir(exist_ok=True)
-        for old in [*self.dir.glob("*.pickle"), self.dir / BOUNDARIES]:  # a run writing this trace again makes
+        for old in [*self.dir.glob("*.pickle"), self.dir / BOUNDARIES, self.dir / SCENARIO]:  # a run writing this again makes
             old.unlink(missing_ok=True)  # its old snapshots stale
         self.hashing = _Hashing(stream)
         self.stream = cast(TextIO, self.hashing)  # what the trace is written through
@@ -163,11 +180,24 @@ class SnapshotWriter:
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             self.stopped = f"a policy does not pickle ({exc!r:.100}): no snapshots"
             return
+        if not self.written:
+            self._keep_scenario()
         path = self.dir / f"{records - 1:012d}.pickle"
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(data)
         os.replace(tmp, path)
         self.written += 1
+
+    def _keep_scenario(self) -> None:
+        """The run's scenario as built (``SCENARIO``), once: a fork from a snapshot then need not load and expand
+        it again (for 10,000 foragers, a sixth of the fork), as long as its files are those it was built from."""
+        loaded = self.loaded
+        kept = {"format": FORMAT, "engine": self.digest, "files": scenario_digest(loaded.directory),
+                "name": loaded.name, "params": dict(loaded.params), "spec": loaded.spec}
+        path = self.dir / SCENARIO
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(pickle.dumps(kept, protocol=5))
+        os.replace(tmp, path)
 
     def close(self) -> None:
         """Called once the run has ended and its last records are written: the batch boundaries' index."""
@@ -264,8 +294,12 @@ def fork_from_snapshots(path: Path, cursor: int, policy: str, overrides: Mapping
             return None
         first = data[:data.find(b"\n") % (len(data) + 1)].decode("utf-8", "replace")  # (the other 50 MB stay put)
         run = parse_records(first, where)
-        loaded, seed, parent = journal_origin(run, where)
         digest = engine_digest()
+        loaded = _kept_scenario(folder, run, digest, where)
+        if loaded is None:
+            loaded, seed, parent = journal_origin(run, where)
+        else:
+            _, seed, parent, _ = journal_names(run, where)
         for c in at:
             snap = _load(folder / f"{c:012d}.pickle", loaded.solution)
             if snap is None or snap.get("format") != FORMAT or snap.get("engine") != digest or \
@@ -279,6 +313,22 @@ def fork_from_snapshots(path: Path, cursor: int, policy: str, overrides: Mapping
             origin = (path, dict(run[0]) if run else {}, loaded, seed, parent)
             return _fork_at(data, offset, snap, again, origin, cursor, overrides, where, batches)
     return None
+
+
+def _kept_scenario(folder: Path, run: list[dict[str, Any]], digest: str, where: str) -> LoadedScenario | None:
+    """The scenario the run was built from, as ``SnapshotWriter`` kept it, when it still stands for the scenario's
+    files (the same files, engine and params); else None, and the caller loads it as a replay does."""
+    scenario, _, _, params = journal_names(run, where)
+    try:
+        directory = find_scenario(scenario)
+        kept = _Unpickler(io.BytesIO((folder / SCENARIO).read_bytes()), None, SPEC_ALLOWED).load()
+    except (ScenarioError, OSError, pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError):
+        return None
+    if not isinstance(kept, dict) or kept.get("format") != FORMAT or kept.get("engine") != digest or \
+            kept.get("params") != params or not isinstance(kept.get("spec"), spec_classes.ScenarioSpec) or \
+            kept.get("files") != scenario_digest(directory):
+        return None
+    return LoadedScenario(directory.name, directory, kept["spec"], dict(kept["params"]), load_solution(directory))
 
 
 def _sha256(data: mmap.mmap, end: int) -> str:

@@ -95,18 +95,23 @@ def replay_journal(path: str | Path) -> ReplayResult:
     return replay_records(read_journal(path), str(path))
 
 
-def journal_origin(records: list[dict[str, Any]], where: str = "the journal") -> tuple[LoadedScenario, int, str]:
-    """``(scenario loaded with its params, seed, run_id)`` from a journal's ``run`` record: what replaying or
-    forking it starts from; a :class:`JournalError` that says what is missing otherwise."""
+def journal_names(records: list[dict[str, Any]], where: str = "the journal") -> tuple[str, int, str, dict[str, Any]]:
+    """``(scenario, seed, run_id, params)`` as a journal's ``run`` record names them, or a :class:`JournalError`
+    that says what is missing."""
     run = next((r for r in records if r["kind"] == "run"), None)
     if run is None:
         raise JournalError(f"{where} has no 'run' record (the engine's first record, naming scenario, seed and "
                            "params); is it a WARREN journal or a `warren run --trace` file?")
     try:
-        scenario, seed, run_id = str(run["scenario"]), int(run["seed"]), str(run["run_id"])
-        params = dict(run.get("params") or {})
+        return str(run["scenario"]), int(run["seed"]), str(run["run_id"]), dict(run.get("params") or {})
     except (KeyError, TypeError, ValueError) as exc:
         raise JournalError(f"{where}: its 'run' record lacks a valid {exc} (needs scenario, seed, run_id)") from None
+
+
+def journal_origin(records: list[dict[str, Any]], where: str = "the journal") -> tuple[LoadedScenario, int, str]:
+    """``(scenario loaded with its params, seed, run_id)`` from a journal's ``run`` record: what replaying or
+    forking it starts from; a :class:`JournalError` that says what is missing otherwise."""
+    scenario, seed, run_id, params = journal_names(records, where)
     try:
         return load_scenario(scenario, params), seed, run_id
     except ScenarioError as exc:

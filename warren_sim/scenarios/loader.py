@@ -266,10 +266,14 @@ def load_scenario(name: str, params: dict[str, Any] | None = None) -> LoadedScen
                                 f"got {_show(raw)}")
         top = _Reader(shown, raw)
     spec = build_spec(top, declared)
+    return LoadedScenario(directory.name, directory, spec, values, load_solution(directory))
+
+
+def load_solution(directory: Path) -> ModuleType | None:
+    """The scenario's own policies (its ``solution.py``), loaded afresh, or None when it has none."""
     solution_file = directory / "solution.py"
-    solution = _load_module(solution_file, f"warren_scenario_{directory.name}_solution") \
+    return _load_module(solution_file, f"warren_scenario_{directory.name}_solution") \
         if solution_file.is_file() else None
-    return LoadedScenario(directory.name, directory, spec, values, solution)
 
 
 def _params(top: _Reader) -> tuple[S.ParamSpec, ...]:
