@@ -20,6 +20,7 @@ foragers.
 from __future__ import annotations
 
 import gc
+import resource
 import shutil
 import subprocess
 import sys
@@ -94,12 +95,24 @@ def in_process(reps: int, forks: int) -> dict[str, Any]:
             "step_ratio": summary(ratios)}
 
 
+#: CPU seconds (user + system) of each ``warren`` child, in the order run: a shared machine's load stretches wall
+#: times, not these (the ratio of CPU times is reported beside the wall ratio).
+CPU: list[float] = []
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _warren(*args: str, cwd: Path) -> float:
-    """Wall seconds of one ``warren`` command in a child process (the real CLI, as a user runs it)."""
-    t0 = wall_seconds()
+    """Wall seconds of one ``warren`` command in a child process (the real CLI, as a user runs it); its CPU
+    seconds go to :data:`CPU`."""
+    c0, t0 = _children_cpu(), wall_seconds()
     done = subprocess.run([sys.executable, "-m", "warren_sim.cli", *args], cwd=cwd, env=bench_env(),
                           capture_output=True, text=True, timeout=3600)
     wall = wall_seconds() - t0
+    CPU.append(_children_cpu() - c0)
     if done.returncode != 0:
         raise RuntimeError(f"warren {' '.join(args)} exited {done.returncode}: {done.stderr[-2000:]}")
     return wall
@@ -110,6 +123,7 @@ def from_journal(agents: int, reps: int) -> dict[str, Any]:
     from them, and the same fork replayed from the start (the snapshots set aside): the same fork, byte for
     byte, which the bench checks."""
     plain_runs, runs, forks, unindexed, replays, ratios = [], [], [], [], [], []
+    cpu_runs, cpu_forks = [], []
     with tempfile.TemporaryDirectory(prefix="bench-fork-") as tmp:
         cwd = Path(tmp)
         for rep in range(reps):
@@ -117,11 +131,13 @@ def from_journal(agents: int, reps: int) -> dict[str, Any]:
             args = ("run", "warren", "--param", f"agents={agents}", "--trace", str(trace), "--quiet")
             plain_runs.append(_warren(*args, cwd=cwd))
             runs.append(_warren(*args, "--snapshots", cwd=cwd))
+            cpu_runs.append(CPU[-1])
             with trace.open("rb") as f:
                 last = sum(1 for _ in f) - 1
             cursor = last * 9 // 10
             fork = ("fork", str(trace), "--cursor", str(cursor), "--trace")
             forks.append(_warren(*fork, str(cwd / "fork.jsonl"), cwd=cwd))
+            cpu_forks.append(CPU[-1])
             snaps = cwd / f"run{rep}.jsonl.snapshots"
             (snaps / "boundaries").unlink()  # the same fork without the run's batch boundaries (the copying walk)
             unindexed.append(_warren(*fork, str(cwd / "unindexed.jsonl"), cwd=cwd))
@@ -137,7 +153,9 @@ def from_journal(agents: int, reps: int) -> dict[str, Any]:
             "run_snapshots_s": summary(runs), "fork_s": summary(forks), "fork_unindexed_s": summary(unindexed),
             "ratio_unindexed": summary([f / r for f, r in zip(unindexed, runs, strict=True)]),
             "fork_replayed_s": summary(replays),
-            "ratio": summary(ratios), "ratio_replayed": summary([f / r for f, r in zip(replays, runs, strict=True)])}
+            "ratio": summary(ratios), "ratio_replayed": summary([f / r for f, r in zip(replays, runs, strict=True)]),
+            "run_snapshots_cpu_s": summary(cpu_runs), "fork_cpu_s": summary(cpu_forks),
+            "ratio_cpu": summary([f / r for f, r in zip(cpu_forks, cpu_runs, strict=True)])}
 
 
 def run(opts: Options) -> dict[str, Any]:
@@ -156,11 +174,12 @@ def run(opts: Options) -> dict[str, Any]:
                 "warren fork T --cursor (90% of its cursors) --trace F, from the snapshots and replayed from the start "
                 "(child processes; median (min-max))",
                 ["run s", "run --snapshots s", "fork s", "fork s, no index", "fork replayed s", "fork : run",
-                 "no index : run", "replayed : run"],
+                 "no index : run", "replayed : run", "fork : run, CPU"],
                 [[fmt_stat(journal["run_s"], 2), fmt_stat(journal["run_snapshots_s"], 2),
                   fmt_stat(journal["fork_s"], 2), fmt_stat(journal["fork_unindexed_s"], 2),
                   fmt_stat(journal["fork_replayed_s"], 2), fmt_stat(journal["ratio"], 3),
-                  fmt_stat(journal["ratio_unindexed"], 3), fmt_stat(journal["ratio_replayed"], 3)]])
+                  fmt_stat(journal["ratio_unindexed"], 3), fmt_stat(journal["ratio_replayed"], 3),
+                  fmt_stat(journal["ratio_cpu"], 3)]])
     targets = [target("a step after a fork : a step without one", inproc["step_ratio"]["median"], "<=",
                       STEP_RATIO_TARGET),
                target(f"warren fork at 90% : warren run ({agents:,} foragers)", journal["ratio"]["median"], "<=",
