@@ -46,7 +46,7 @@ from .engine import Simulation
 from .engine import spec as spec_classes
 from .engine.records import dumps_record, parse_records, with_cursor
 from .engine.snapshot import restore, state_of
-from .fork import Forked, ForkPoint, _batches, _Bringer, _check_cursor, check_agents, walk_to
+from .fork import Forked, ForkPoint, _batches, _Bringer, _check_cursor, check_agents, expected_of, walk_to
 from .replay import journal_names, journal_origin
 from .scenarios import LoadedScenario, ScenarioError
 from .scenarios.loader import find_scenario, load_solution
@@ -400,9 +400,11 @@ def _fork_at(data: mmap.mmap, offset: int, snap: dict[str, Any], again: Callable
     check_agents(loaded.spec, list(overrides or {}))
     run_id = f"{parent}-fork"
 
+    expected = expected_of(after, owned=True)  # (``after`` loses its cursors: they are in ``expected`` now)
+
     def restored(snap: dict[str, Any]) -> _Bringer:
         sim = restore(Simulation(loaded.spec, seed, run_id=run_id, record=False), snap["state"])
-        return _Bringer(after, sim, snap["policies"], where)
+        return _Bringer(after, sim, snap["policies"], where, expected)
 
     bringer, limit = None, None
     if batches is not None:  # the index says where the fork point is: walk there, no copy (the module docstring)
@@ -428,7 +430,7 @@ def _fork_at(data: mmap.mmap, offset: int, snap: dict[str, Any], again: Callable
     run["run_id"] = run_id
     run["forked_from"] = point.as_dict()
     got, end, walked = bringer.got, offset, []
-    if all(r == _uncursored(a) for r, a in zip(got, after[:len(got)], strict=True)):  # the journal's own records:
+    if all(r == a for r, a in zip(got, after[:len(got)], strict=True)):  # the journal's own records (uncursored):
         for _ in got:  # copy their bytes
             end = data.find(b"\n", end) + 1
     else:
@@ -436,8 +438,3 @@ def _fork_at(data: mmap.mmap, offset: int, snap: dict[str, Any], again: Callable
     run_line = (dumps_record(with_cursor(0, run)) + "\n").encode("utf-8")
     forked = Forked(bringer.sim, bringer.policies, point, walked, dict(overrides or {}))
     return JournalFork(forked, run_line, path, (newline + 1, end), c + 1 + len(got) - len(walked))
-
-
-def _uncursored(record: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in record.items() if k != "cursor"}
-
