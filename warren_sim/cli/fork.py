@@ -26,6 +26,8 @@ from ._common import (
     add_scenarios_option,
     apply_llm_options,
     apply_scenarios_option,
+    collector_paused,
+    heap_frozen,
     open_trace,
     policy_text,
     print_headless_summary,
@@ -69,7 +71,8 @@ def cmd_fork(args: argparse.Namespace) -> int:
             overrides[agent] = command
         policy = policy_text(args.policy or ["solution"])
         # from the last snapshot before the cursor when `warren run --snapshots` wrote some (the same fork)
-        snapped = fork_from_snapshots(args.journal, args.cursor, policy, overrides, str(args.journal))
+        with collector_paused():  # (the walk from a snapshot is shorter than the snapshots' interval)
+            snapped = fork_from_snapshots(args.journal, args.cursor, policy, overrides, str(args.journal))
         if snapped is not None:
             forked, head_records = snapped.forked, snapped.head_records
         else:
@@ -95,7 +98,8 @@ def cmd_fork(args: argparse.Namespace) -> int:
         writer.write(s.drain_records())
 
     try:
-        summary = run_fork(forked, on_batch=on_batch)
+        with heap_frozen():
+            summary = run_fork(forked, on_batch=on_batch)
         writer.write(forked.sim.drain_records())
     finally:
         if out is not None:

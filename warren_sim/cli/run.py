@@ -27,6 +27,8 @@ from ._common import (
     apply_llm_options,
     apply_scenarios_option,
     cli_params,
+    collector_paused,
+    heap_frozen,
     open_trace,
     policy_text,
     print_headless_summary,
@@ -83,8 +85,10 @@ def run_command(args: argparse.Namespace) -> int:
             print("\r" + " " * len(setting_up) + "\r", end="", file=sys.stderr, flush=True)
 
     try:
-        loaded = load_scenario(args.scenario, params)
-        sim, policies = instantiate(loaded, args.seed, args.policy or ["solution"], record=args.trace is not None)
+        with collector_paused():
+            loaded = load_scenario(args.scenario, params)
+            sim, policies = instantiate(loaded, args.seed, args.policy or ["solution"],
+                                        record=args.trace is not None)
     except ScenarioError as exc:
         erase()
         raise UsageError(str(exc)) from None
@@ -111,7 +115,7 @@ def run_command(args: argparse.Namespace) -> int:
             progress.update(sim_time_ms=s.time, decisions=s.decisions, objectives=_objectives(s))
 
     try:
-        with progress:
+        with progress, heap_frozen():
             summary = run_headless(sim, policies, on_batch=on_batch)
         writer.write(sim.drain_records())
         if snapshots is not None:
