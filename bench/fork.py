@@ -95,27 +95,21 @@ def in_process(reps: int, forks: int) -> dict[str, Any]:
             "step_ratio": summary(ratios)}
 
 
-#: CPU seconds (user + system) of each ``warren`` child, in the order run: a shared machine's load stretches wall
-#: times, not these (the ratio of CPU times is reported beside the wall ratio).
-CPU: list[float] = []
-
-
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
 
-def _warren(*args: str, cwd: Path) -> float:
-    """Wall seconds of one ``warren`` command in a child process (the real CLI, as a user runs it); its CPU
-    seconds go to :data:`CPU`."""
+def _warren(*args: str, cwd: Path) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system) of one ``warren`` command in a child process (the real CLI, as a
+    user runs it): a shared machine's load stretches the wall times, hardly the CPU ones."""
     c0, t0 = _children_cpu(), wall_seconds()
     done = subprocess.run([sys.executable, "-m", "warren_sim.cli", *args], cwd=cwd, env=bench_env(),
                           capture_output=True, text=True, timeout=3600)
-    wall = wall_seconds() - t0
-    CPU.append(_children_cpu() - c0)
+    wall, cpu = wall_seconds() - t0, _children_cpu() - c0
     if done.returncode != 0:
         raise RuntimeError(f"warren {' '.join(args)} exited {done.returncode}: {done.stderr[-2000:]}")
-    return wall
+    return wall, cpu
 
 
 def from_journal(agents: int, reps: int) -> dict[str, Any]:
@@ -129,20 +123,22 @@ def from_journal(agents: int, reps: int) -> dict[str, Any]:
         for rep in range(reps):
             trace = cwd / f"run{rep}.jsonl"
             args = ("run", "warren", "--param", f"agents={agents}", "--trace", str(trace), "--quiet")
-            plain_runs.append(_warren(*args, cwd=cwd))
-            runs.append(_warren(*args, "--snapshots", cwd=cwd))
-            cpu_runs.append(CPU[-1])
+            plain_runs.append(_warren(*args, cwd=cwd)[0])
+            wall, cpu = _warren(*args, "--snapshots", cwd=cwd)
+            runs.append(wall)
+            cpu_runs.append(cpu)
             with trace.open("rb") as f:
                 last = sum(1 for _ in f) - 1
             cursor = last * 9 // 10
             fork = ("fork", str(trace), "--cursor", str(cursor), "--trace")
-            forks.append(_warren(*fork, str(cwd / "fork.jsonl"), cwd=cwd))
-            cpu_forks.append(CPU[-1])
+            wall, cpu = _warren(*fork, str(cwd / "fork.jsonl"), cwd=cwd)
+            forks.append(wall)
+            cpu_forks.append(cpu)
             snaps = cwd / f"run{rep}.jsonl.snapshots"
             (snaps / "boundaries").unlink()  # the same fork without the run's batch boundaries (the copying walk)
-            unindexed.append(_warren(*fork, str(cwd / "unindexed.jsonl"), cwd=cwd))
+            unindexed.append(_warren(*fork, str(cwd / "unindexed.jsonl"), cwd=cwd)[0])
             snaps.rename(cwd / "aside")
-            replays.append(_warren(*fork, str(cwd / "replayed.jsonl"), cwd=cwd))
+            replays.append(_warren(*fork, str(cwd / "replayed.jsonl"), cwd=cwd)[0])
             if not (cwd / "fork.jsonl").read_bytes() == (cwd / "unindexed.jsonl").read_bytes() \
                     == (cwd / "replayed.jsonl").read_bytes():
                 raise RuntimeError("the fork from a snapshot differs from the fork replayed from the start")

@@ -190,7 +190,12 @@ def collector_paused() -> Iterator[None]:
 def heap_frozen() -> Iterator[None]:
     """What exists now (a command's world and policies, which live until it ends) out of the cycle collector's
     sight while the command goes on (``gc.freeze``; back in sight after it, for a caller in the same process): the
-    collector's full passes then walk only what the run makes, not the 10,000 foragers it was given again."""
+    collector's full passes then walk only what the run makes, not the 10,000 foragers it was given again.
+    Nothing is done when something is frozen already (a server in the same process): ``gc.unfreeze`` would
+    release its objects too."""
+    if gc.get_freeze_count():
+        yield
+        return
     gc.freeze()
     try:
         yield
