@@ -118,6 +118,48 @@ def test_the_boundaries_index_changes_the_cost_never_the_fork(often, tmp_path, c
         (tmp_path / "aside").rename(folder)
 
 
+def test_the_digests_vouch_for_the_walk_and_anything_else_checks_every_record(often, tmp_path, capsys):
+    """With the run's digests (``T.snapshots/digests``) the walk from the snapshot to the fork point parses only
+    the journal's commands and counts the engine's records instead of checking each one; without them, with
+    digests that do not fit, or with the journal's bytes changed after the snapshot, every record is checked as
+    before. The same fork every way, and an edit the digests catch is still refused."""
+    trace = _run(tmp_path, "warren", 2, "solution", "--snapshots")
+    folder = js.snapshots_dir(trace)
+    digests = folder / js.DIGESTS
+    entries = digests.read_bytes()
+    snaps = sorted(int(p.stem) for p in folder.glob("*.pickle"))
+    assert len(entries) == js.DIGEST_ENTRY * (len((folder / js.BOUNDARIES).read_bytes()) // 8)
+    last = trace.read_bytes().count(b"\n") - 1
+    for cursor in (snaps[0], snaps[-1], snaps[-1] + 1, snaps[-1] + 9, last - 30):
+        used = js.fork_from_snapshots(trace, cursor, "solution", {}, "t")
+        assert used is not None and not used.checked, cursor
+        expected = _fork(trace, cursor, tmp_path / "a.jsonl", "solution")
+        at = used.forked.point.batches - 1  # (the fork point's batch in the digests)
+        flipped = bytearray(entries)
+        flipped[at * js.DIGEST_ENTRY + 8] ^= 1
+        for broken in (b"", entries[:-1], bytes(flipped)):
+            digests.write_bytes(broken)
+            again = js.fork_from_snapshots(trace, cursor, "solution", {}, "t")
+            assert again is not None and again.checked, (cursor, len(broken))
+            assert _fork(trace, cursor, tmp_path / "b.jsonl", "solution") == expected
+        digests.write_bytes(entries)
+        folder.rename(tmp_path / "aside")
+        assert _fork(trace, cursor, tmp_path / "c.jsonl", "solution") == expected  # replayed from the start
+        (tmp_path / "aside").rename(folder)
+    # an engine record between the last snapshot and the fork point, edited: the digests no longer vouch, and the
+    # checked walk refuses the journal as it always did
+    cursor = next(c for c in range(last - 30, 0, -1)
+                  if js.fork_from_snapshots(trace, c, "solution", {}, "t").forked.point.batch_cursor
+                  > max(s for s in snaps if s <= c))
+    lines = trace.read_bytes().split(b"\n")
+    edit = max(s for s in snaps if s <= cursor) + 1  # (the first record the walk meets)
+    lines[edit] = lines[edit].replace(b'"t":', b'"t":1', 1)
+    trace.write_bytes(b"\n".join(lines))
+    capsys.readouterr()
+    assert _fork(trace, cursor, tmp_path / "d.jsonl", "solution")[0] == 2
+    assert "does not replay" in capsys.readouterr().err
+
+
 def test_a_snapshot_file_is_read_through_an_allow_list(tmp_path):
     class Evil:
         def __reduce__(self):

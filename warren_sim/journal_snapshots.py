@@ -31,6 +31,7 @@ import contextlib
 import functools
 import hashlib
 import io
+import json
 import mmap
 import os
 import pickle
@@ -41,12 +42,23 @@ from pathlib import Path
 from typing import Any, BinaryIO, TextIO, cast
 
 import attrs
+import orjson
 
 from .engine import Simulation
 from .engine import spec as spec_classes
 from .engine.records import dumps_record, parse_records, with_cursor
 from .engine.snapshot import restore, state_of
-from .fork import Forked, ForkPoint, _batches, _Bringer, _check_cursor, check_agents, expected_of, walk_to
+from .fork import (
+    Forked,
+    ForkError,
+    ForkPoint,
+    _batches,
+    _Bringer,
+    _check_cursor,
+    check_agents,
+    expected_of,
+    walk_to,
+)
 from .replay import journal_names, journal_origin
 from .scenarios import LoadedScenario, ScenarioError
 from .scenarios.loader import find_scenario, load_solution
@@ -55,6 +67,9 @@ __all__ = ["JournalFork", "SnapshotWriter", "fork_from_snapshots", "snapshots_di
 
 SUFFIX = ".snapshots"
 BOUNDARIES = "boundaries"
+DIGESTS = "digests"
+DIGEST_BYTES = 16  # of each batch's SHA-256: an accidental edit, not a forger, is what it guards against
+DIGEST_ENTRY = 8 + DIGEST_BYTES
 SCENARIO = "scenario"  # (a pickle too, of the spec: not named *.pickle, which are the snapshots)
 FORMAT = 1
 WORLD_FACTOR = 16
@@ -151,7 +166,7 @@ class SnapshotWriter:
     def __init__(self, trace: Path, stream: TextIO, loaded: LoadedScenario, policy: str, sim: Simulation) -> None:
         self.dir = snapshots_dir(trace)
         self.dir.mkdir(exist_ok=True)
-        for old in [*self.dir.glob("*.pickle"), self.dir / BOUNDARIES, self.dir / SCENARIO]:  # a run writing this again makes
+        for old in [*self.dir.glob("*.pickle"), self.dir / BOUNDARIES, self.dir / DIGESTS, self.dir / SCENARIO]:  # a run writing this again makes
             old.unlink(missing_ok=True)  # its old snapshots stale
         self.hashing = _Hashing(stream)
         self.stream = cast(TextIO, self.hashing)  # what the trace is written through
@@ -164,11 +179,14 @@ class SnapshotWriter:
         self.stopped = ""  # why no more snapshots are written (a policy that does not pickle)
         self.written = 0
         self.boundaries = array("q")  # the cursor of each batch's last record, in order
+        self.digests = bytearray()  # per batch: the journal's length in bytes after it, and its digest there
 
     def after_batch(self, sim: Simulation, policies: Mapping[str, Any], records: int) -> None:
         """Called after each batch, its records written (``records`` of them so far): a snapshot when due."""
         self.batches += 1
         self.boundaries.append(records - 1)
+        hashing = self.hashing
+        self.digests += hashing.offset.to_bytes(8, "little") + hashing.sha.copy().digest()[:DIGEST_BYTES]
         if self.stopped or records < self.next_at or sim.ended:
             return
         self.next_at = records + self.every
@@ -200,11 +218,13 @@ class SnapshotWriter:
         os.replace(tmp, path)
 
     def close(self) -> None:
-        """Called once the run has ended and its last records are written: the batch boundaries' index."""
-        path = self.dir / BOUNDARIES
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(self.boundaries.tobytes())
-        os.replace(tmp, path)
+        """Called once the run has ended and its last records are written: the batch boundaries' index, and the
+        journal's digest at each of them."""
+        for name, data in ((DIGESTS, bytes(self.digests)), (BOUNDARIES, self.boundaries.tobytes())):
+            path = self.dir / name
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
 
 
 #: How much of the parent's journal the fallback copy of :meth:`JournalFork.write_head` reads at once.
@@ -223,6 +243,7 @@ class JournalFork:
     source: Path
     span: tuple[int, int]
     head_records: int
+    checked: bool = True  # whether the walk checked each record (else the run's digests vouched for them)
 
     @property
     def head(self) -> bytes:
@@ -292,8 +313,8 @@ def fork_from_snapshots(path: Path, cursor: int, policy: str, overrides: Mapping
     with _mapped(path) as data:
         if data is None:
             return None
-        first = data[:data.find(b"\n") % (len(data) + 1)].decode("utf-8", "replace")  # (the other 50 MB stay put)
-        run = parse_records(first, where)
+        first = bytes(data[:data.find(b"\n") % (len(data) + 1)])  # (the other 50 MB stay put)
+        run = _run_head(first, where)
         digest = engine_digest()
         loaded = _kept_scenario(folder, run, digest, where)
         if loaded is None:
@@ -306,11 +327,23 @@ def fork_from_snapshots(path: Path, cursor: int, policy: str, overrides: Mapping
                     snap.get("policy") != policy or snap.get("cursor") != c:
                 continue
             offset = int(snap["bytes"])
-            if offset > len(data) or _sha256(data, offset) != snap["sha256"]:
+            if offset > len(data):
+                continue
+            sha = _sha256(data, 0, offset)
+            if sha.hexdigest() != snap["sha256"]:
                 continue
             again = functools.partial(_load, folder / f"{c:012d}.pickle", loaded.solution)
             batches = _batches_to(folder / BOUNDARIES, c, cursor)
-            origin = (path, dict(run[0]) if run else {}, loaded, seed, parent)
+            origin = (path, first, loaded, seed, parent)
+            if batches is not None:
+                vouched, walked = _fork_vouched(data, sha, snap, origin, cursor, overrides, where, batches, folder)
+                if vouched is not None:
+                    return vouched
+                if walked:  # (the snapshot's objects moved on with that walk)
+                    fresh = again()
+                    if fresh is None:
+                        return None
+                    snap = fresh
             return _fork_at(data, offset, snap, again, origin, cursor, overrides, where, batches)
     return None
 
@@ -331,9 +364,28 @@ def _kept_scenario(folder: Path, run: list[dict[str, Any]], digest: str, where: 
     return LoadedScenario(directory.name, directory, kept["spec"], dict(kept["params"]), load_solution(directory))
 
 
-def _sha256(data: mmap.mmap, end: int) -> str:
-    with memoryview(data) as view, view[:end] as head:
-        return hashlib.sha256(head).hexdigest()
+def _sha256(data: mmap.mmap, start: int, end: int, sha: Any = None) -> Any:
+    """``sha`` (a new SHA-256 without it) updated with ``data[start:end]``, hashed through a view (not copied)."""
+    sha = hashlib.sha256() if sha is None else sha
+    with memoryview(data) as view, view[start:end] as part:
+        sha.update(part)
+    return sha
+
+
+def _digest_entry(path: Path, index: int) -> tuple[int, bytes] | None:
+    """The ``index``-th batch's entry of the run's digests (``SnapshotWriter.close``), or None (none there, or a
+    file that is not whole entries)."""
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size % DIGEST_ENTRY:
+                return None
+            f.seek(index * DIGEST_ENTRY)
+            raw = f.read(DIGEST_ENTRY)
+    except (OSError, ValueError):
+        return None
+    if index < 0 or len(raw) != DIGEST_ENTRY:
+        return None
+    return int.from_bytes(raw[:8], "little"), raw[8:]
 
 
 def _batches_to(path: Path, c: int, cursor: int) -> tuple[int, int] | None:
@@ -369,11 +421,7 @@ def _records_after(data: mmap.mmap, offset: int, c: int, cursor: int, where: str
     A headless journal numbers its records in order, so the cursor's line is found by counting lines; the
     ``batch`` record after it by its bytes (``"kind":"batch"`` cannot occur inside a JSON string, where quotes are
     escaped). Any doubt (the records numbered otherwise) reads them all."""
-    stop = len(data)
-    while stop and data[stop - 1] == 0x0A:  # (data.rstrip would copy the whole journal)
-        stop -= 1
-    last_line = data[data.rfind(b"\n", 0, stop) + 1:stop]
-    last = parse_records(last_line.decode("utf-8"), where)[-1].get("cursor") if last_line else c
+    last = _last_cursor(data, c, where)
     pos = offset
     for _ in range(max(0, cursor - c)):
         pos = data.find(b"\n", pos) + 1
@@ -384,14 +432,117 @@ def _records_after(data: mmap.mmap, offset: int, c: int, cursor: int, where: str
     after = parse_records(data[offset:end].decode("utf-8"), where)
     if after and after[-1].get("cursor") != c + len(after):  # numbered otherwise: read them all
         after = parse_records(data[offset:].decode("utf-8"), where)
-    return after, int(last) if isinstance(last, int) else c
+    return after, last
+
+
+def _last_cursor(data: mmap.mmap, c: int, where: str) -> int:
+    """The cursor of the journal's last record (``c`` when it names none)."""
+    stop = len(data)
+    while stop and data[stop - 1] == 0x0A:  # (data.rstrip would copy the whole journal)
+        stop -= 1
+    last_line = data[data.rfind(b"\n", 0, stop) + 1:stop]
+    last = parse_records(last_line.decode("utf-8"), where)[-1].get("cursor") if last_line else c
+    return int(last) if isinstance(last, int) else c
+
+
+RUN_PREFIX = b'{"cursor":0,"kind":"run","t":0,"run_id":'  # (how every run record begins: records.dumps_record)
+NAMES = ("kind", "scenario", "seed", "run_id", "params")  # what a fork reads of its parent's run record
+
+
+def _json(value: Any) -> bytes:
+    """``value`` as ``dumps_record`` writes it inside a record (json.dumps's compact bytes, whatever surrounds it)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _run_head(first: bytes, where: str) -> list[dict[str, Any]]:
+    """The parent's run record as a fork reads it (``NAMES``): from the bytes before its ``agents`` when they parse
+    alone (for 10,000 foragers the record is 2 MB, nearly all of it the agents and the layout), else all of it. A
+    cut inside a nested value or a string leaves no JSON object, so what parses is the record's own first keys."""
+    cut = first.find(b',"agents":')
+    if cut > 0:
+        try:
+            head = orjson.loads(first[:cut] + b"}")
+        except orjson.JSONDecodeError:
+            head = None
+        if isinstance(head, dict) and head.get("kind") == "run" and all(k in head for k in NAMES):
+            return [head]
+    return parse_records(first.decode("utf-8", "replace"), where)
+
+
+def _run_line(first: bytes, parent: str, run_id: str, point: ForkPoint, where: str) -> bytes:
+    """The fork's ``run`` record (its first line): the parent's (``first``, its bytes), with the fork's id and
+    where it forked. Spliced into the parent's bytes when they have the shape ``dumps_record`` gives them (the
+    fork's id in place of the parent's, ``forked_from`` added last), else parsed and written again: the same bytes
+    either way (tests/test_journal_snapshots.py compares forks from snapshots with forks replayed)."""
+    old = RUN_PREFIX + _json(parent) + b","
+    if first.startswith(old) and first.endswith(b"}") and b'"forked_from":' not in first:
+        return (RUN_PREFIX + _json(run_id) + b"," + first[len(old):-1] + b',"forked_from":'
+                + _json(point.as_dict()) + b"}\n")
+    run = parse_records(first.decode("utf-8"), where)[0]
+    run.pop("cursor", None)
+    run["run_id"] = run_id
+    run["forked_from"] = point.as_dict()
+    return (dumps_record(with_cursor(0, run)) + "\n").encode("utf-8")
+
+
+COMMAND_KEY = b'"kind":"command"'  # (a key and value: inside a JSON string its quotes would be escaped)
+
+
+def _fork_vouched(data: mmap.mmap, sha: Any, snap: dict[str, Any],
+                  origin: tuple[Path, bytes, LoadedScenario, int, str], cursor: int,
+                  overrides: Mapping[str, dict[str, Any]] | None, where: str, batches: tuple[int, int],
+                  folder: Path) -> tuple[JournalFork | None, bool]:
+    """The fork from ``snap`` when the run's digests vouch for the journal's bytes up to the fork point, and
+    whether the snapshot's objects were walked on (then the caller needs them again). ``sha`` holds the digest
+    of the bytes up to the snapshot.
+
+    The bytes from the snapshot to the fork point's boundary are the run's own when the journal's SHA-256 there is
+    the one the run wrote beside it (``DIGESTS``, whose entry at the snapshot must be the snapshot's own): then
+    the walk need not check each record the engine writes against the journal's, as ``_fork_at`` does. It
+    answers from the journal's commands (the only records it parses), brings each policy along as every fork
+    does, and counts the engine's records: a count other than the journal's lines there (a journal holding
+    runtime records, which a fork leaves out, has fewer engine records than lines), or a policy that cannot be
+    brought, returns (None, True), and the caller walks with every record checked. The same fork either way
+    (tests/test_journal_snapshots.py)."""
+    path, first, loaded, seed, parent = origin
+    c, offset, n, boundary = int(snap["cursor"]), int(snap["bytes"]), batches[0], batches[1]
+    at = int(snap["batches"]) - 1  # (the snapshot's batch, counted from 0 as the digests are)
+    mine = _digest_entry(folder / DIGESTS, at)
+    there = _digest_entry(folder / DIGESTS, at + n)
+    if mine != (offset, bytes.fromhex(snap["sha256"])[:DIGEST_BYTES]) or there is None:
+        return None, False
+    end, digest = there
+    if not offset <= end <= len(data) or _sha256(data, offset, end, sha.copy()).digest()[:DIGEST_BYTES] != digest:
+        return None, False
+    _check_cursor([{"cursor": _last_cursor(data, c, where)}], cursor, where)
+    segment = data[offset:end]
+    lines = segment.split(b"\n")
+    lines.pop()  # (after the last newline)
+    if len(lines) != boundary - c:
+        return None, False
+    commands = parse_records(b"\n".join(line for line in lines if COMMAND_KEY in line).decode("utf-8"), where)
+    check_agents(loaded.spec, list(overrides or {}))
+    run_id = f"{parent}-fork"
+    sim = restore(Simulation(loaded.spec, seed, run_id=run_id, record=False), snap["state"])
+    bringer = _Bringer([r for r in commands if r["kind"] == "command"], sim, snap["policies"], where, [], check=False)
+    try:
+        for _ in range(n):
+            bringer.batch()
+    except ForkError:  # (a policy that cannot be brought: the checked walk says so, with the record)
+        return None, True
+    if bringer.engine_records != boundary - c:
+        return None, True
+    point = ForkPoint(parent, cursor, boundary, int(snap["batches"]) + n, sim.time)
+    forked = Forked(sim, bringer.policies, point, [], dict(overrides or {}))
+    newline = data.find(b"\n")
+    return JournalFork(forked, _run_line(first, parent, run_id, point, where), path, (newline + 1, end), boundary + 1, False), True
 
 
 def _fork_at(data: mmap.mmap, offset: int, snap: dict[str, Any], again: Callable[[], dict[str, Any] | None],
-             origin: tuple[Path, dict[str, Any], LoadedScenario, int, str], cursor: int,
+             origin: tuple[Path, bytes, LoadedScenario, int, str], cursor: int,
              overrides: Mapping[str, dict[str, Any]] | None, where: str,
              batches: tuple[int, int] | None = None) -> JournalFork | None:
-    path, run, loaded, seed, parent = origin  # the journal, its run record (read once), what it was made from
+    path, first, loaded, seed, parent = origin  # the journal, its run record's bytes, what it was made from
     c = int(snap["cursor"])
     after, last = _records_after(data, offset, c, cursor, where)
     if after and after[0].get("cursor") != c + 1:
@@ -426,15 +577,11 @@ def _fork_at(data: mmap.mmap, offset: int, snap: dict[str, Any], again: Callable
     boundary = bringer.boundary if bringer.got else c
     point = ForkPoint(parent, cursor, boundary, int(snap["batches"]) + _batches(bringer.got), bringer.sim.time)
     newline = data.find(b"\n")
-    run.pop("cursor", None)
-    run["run_id"] = run_id
-    run["forked_from"] = point.as_dict()
     got, end, walked = bringer.got, offset, []
     if all(r == a for r, a in zip(got, after[:len(got)], strict=True)):  # the journal's own records (uncursored):
         for _ in got:  # copy their bytes
             end = data.find(b"\n", end) + 1
     else:
         walked = [dict(r) for r in got]
-    run_line = (dumps_record(with_cursor(0, run)) + "\n").encode("utf-8")
     forked = Forked(bringer.sim, bringer.policies, point, walked, dict(overrides or {}))
-    return JournalFork(forked, run_line, path, (newline + 1, end), c + 1 + len(got) - len(walked))
+    return JournalFork(forked, _run_line(first, parent, run_id, point, where), path, (newline + 1, end), c + 1 + len(got) - len(walked))
