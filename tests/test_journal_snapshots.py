@@ -119,24 +119,25 @@ def test_the_boundaries_index_changes_the_cost_never_the_fork(often, tmp_path, c
 
 
 def test_the_digests_vouch_for_the_walk_and_anything_else_checks_every_record(often, tmp_path, capsys):
-    """With the run's digests (``T.snapshots/digests``) the walk from the snapshot to the fork point parses only
-    the journal's commands and counts the engine's records instead of checking each one; without them, with
-    digests that do not fit, or with the journal's bytes changed after the snapshot, every record is checked as
-    before. The same fork every way, and an edit the digests catch is still refused."""
+    """With the run's digests (``T.snapshots/digests``: the journal's SHA-256 at each snapshot and at its end) the
+    walk from the snapshot to the fork point parses only the journal's commands and counts the engine's records
+    instead of checking each one; without them, with digests that do not fit, or with the journal's bytes
+    changed after the snapshot, every record is checked as before. The same fork every way, and an edit the
+    digests catch is still refused."""
     trace = _run(tmp_path, "warren", 2, "solution", "--snapshots")
     folder = js.snapshots_dir(trace)
     digests = folder / js.DIGESTS
     entries = digests.read_bytes()
     snaps = sorted(int(p.stem) for p in folder.glob("*.pickle"))
-    assert len(entries) == js.DIGEST_ENTRY * (len((folder / js.BOUNDARIES).read_bytes()) // 8)
+    assert len(entries) == js.DIGEST_ENTRY * (len(snaps) + 1)  # (one at each snapshot, one at the end)
     last = trace.read_bytes().count(b"\n") - 1
     for cursor in (snaps[0], snaps[-1], snaps[-1] + 1, snaps[-1] + 9, last - 30):
         used = js.fork_from_snapshots(trace, cursor, "solution", {}, "t")
         assert used is not None and not used.checked, cursor
         expected = _fork(trace, cursor, tmp_path / "a.jsonl", "solution")
-        at = used.forked.point.batches - 1  # (the fork point's batch in the digests)
         flipped = bytearray(entries)
-        flipped[at * js.DIGEST_ENTRY + 8] ^= 1
+        for at in range(0, len(entries), js.DIGEST_ENTRY):
+            flipped[at + js.DIGEST_ENTRY - 1] ^= 1
         for broken in (b"", entries[:-1], bytes(flipped)):
             digests.write_bytes(broken)
             again = js.fork_from_snapshots(trace, cursor, "solution", {}, "t")
@@ -158,6 +159,27 @@ def test_the_digests_vouch_for_the_walk_and_anything_else_checks_every_record(of
     capsys.readouterr()
     assert _fork(trace, cursor, tmp_path / "d.jsonl", "solution")[0] == 2
     assert "does not replay" in capsys.readouterr().err
+
+
+def test_the_state_classes_a_snapshot_writes_by_constructor_take_every_field_in_order():
+    import attrs
+
+    from warren_sim.scenarios import instantiate, load_scenario
+
+    for cls in js.BY_CONSTRUCTOR:
+        assert all(f.init for f in attrs.fields(cls)), cls
+    sim, policies = instantiate(load_scenario("bridge_repair"), 0, "solution", record=False)
+    from warren_sim.engine import run_headless
+
+    run_headless(sim, policies, max_batches=20)
+    state = js.state_of(sim)
+    back = pickle.loads(js._dumps(state, None))
+    for old, new in ((sim.world.agents, back["world"]["agents"]), (sim.world.items, back["world"]["items"]),
+                     (sim.world.structures, back["world"]["structures"])):
+        assert old.keys() == new.keys()
+        for key in old:
+            assert type(new[key]) is type(old[key])
+            assert attrs.asdict(new[key]) == attrs.asdict(old[key]), key
 
 
 def test_a_snapshot_file_is_read_through_an_allow_list(tmp_path):

@@ -126,7 +126,10 @@ class Simulation(Perceivable):
     """
 
     def __init__(self, spec: ScenarioSpec, seed: int, *, run_id: str = "run",
-                 params: dict[str, Any] | None = None, record: bool = True) -> None:
+                 params: dict[str, Any] | None = None, record: bool = True, populate: bool = True) -> None:
+        """``populate=False`` builds only what the spec alone decides (the map, the rules, the structures), for a
+        run that is given its state next (``snapshot.fork_simulation``, ``snapshot.restore``): no agents, items,
+        wakes or run record that the state would replace (for 10,000 foragers, most of what building costs)."""
         self.spec = spec
         self.seed = seed
         self.run_id = run_id
@@ -139,7 +142,7 @@ class Simulation(Perceivable):
         tools_by_role = {name: tuple(t for t in self.rules if t in generic or t in r.tools)
                          for name, r in roles.items()}
         self.roles = roles
-        self.world = World(spec, tools_by_role)
+        self.world = World(spec, tools_by_role, populate=populate)
         self.time = 0
         self.status = "running"
         self._live = True  # status == "running", read in the hot loops
@@ -172,6 +175,8 @@ class Simulation(Perceivable):
         # directly (what pushing it and popping it again before the instant ends did): see _wake.
         self._instant = -1
         self._woken: list[Agent] = []
+        if not populate:
+            return
         if record:  # the layout makes a journal self-describing: a viewer of the file needs nothing else
             self.emit({"kind": "run", "t": 0, "run_id": run_id, "scenario": spec.name, "seed": seed,
                         "params": dict(sorted((params or {}).items())), "agents": list(self.world.agent_ids),

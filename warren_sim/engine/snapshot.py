@@ -257,7 +257,7 @@ def fork_simulation(sim: Sim) -> Sim:
     Undrained records are copied too (each run drains its own). See the module docstring for what is shared.
     """
     old: Any = sim
-    new = type(old)(old.spec, old.seed, run_id=old.run_id, record=False)
+    new = type(old)(old.spec, old.seed, run_id=old.run_id, record=False, populate=False)
     ctx = _Ctx(new)
     _copy_into(old, new, SIMULATION, ctx)
     new._heap, new._next_seq = new.sched.heap, new.sched.next_seq
@@ -291,7 +291,7 @@ def state_of(sim: Perceivable) -> dict[str, Any]:
 
 def restore(sim: Sim, state: dict[str, Any]) -> Sim:
     """Put ``state`` (from :func:`state_of`, unpickled: objects of their own) into ``sim``, freshly made from the
-    same spec and seed with ``record=False``; returns it."""
+    same spec and seed with ``record=False, populate=False``; returns it."""
     new: Any = sim
     for name, value in state.items():
         if name == "world":

@@ -119,7 +119,9 @@ class Structure:
 class World:
     """Everything that exists, and where."""
 
-    def __init__(self, spec: ScenarioSpec, tools_by_role: dict[str, tuple[str, ...]]) -> None:
+    def __init__(self, spec: ScenarioSpec, tools_by_role: dict[str, tuple[str, ...]], *, populate: bool = True) -> None:
+        """``populate=False``: the map and the structures, no agents or items (only the agents' ids), for a world
+        given its state next (``Simulation(..., populate=False)``)."""
         self.spaces = {s.name: s for s in spec.spaces}
         self.places: dict[str, PlaceSpec] = {}
         self.place_cells: dict[str, list[Cell]] = {}
@@ -153,6 +155,12 @@ class World:
             self.structures_at.setdefault(self.structures[sid].place, []).append(sid)
         self.agents: dict[str, Agent] = {}
         self.agents_at: dict[Cell, dict[str, Agent]] = {}  # cell -> {agent id: agent}, in arrival order
+        self.items: dict[str, Item] = {}
+        self.items_at: dict[Cell, dict[str, None]] = {}
+        self.contents: dict[str, dict[str, None]] = {}
+        if not populate:
+            self.agent_ids = sorted(a.id for a in spec.agents)
+            return
         for agent_spec in spec.agents:
             cell = self.resolve_cell(agent_spec.at, f"agent {agent_spec.id}")
             agent = Agent(agent_spec.id, agent_spec.role, agent_spec.name, agent_spec.notes, cell,
@@ -160,9 +168,6 @@ class World:
             self.agents[agent_spec.id] = agent
             self.agents_at.setdefault(cell, {})[agent_spec.id] = agent
         self.agent_ids = sorted(self.agents)
-        self.items: dict[str, Item] = {}
-        self.items_at: dict[Cell, dict[str, None]] = {}
-        self.contents: dict[str, dict[str, None]] = {}
         for it in spec.items:
             item = Item(it.id, it.kind, it.name, it.container)
             self.items[it.id] = item
