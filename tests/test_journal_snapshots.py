@@ -208,7 +208,8 @@ def test_snapshots_need_a_trace_and_bad_cursors_stay_errors(often, tmp_path, cap
 
 def test_the_head_is_the_same_bytes_copied_by_the_kernel_or_read_and_written(often, tmp_path, capsys, monkeypatch):
     # the fork's head (its run record, then the parent's bytes up to the fork point) is copied by the kernel where
-    # it can; where it cannot (a pipe, another file system: EXDEV), it is read and written, to the same bytes
+    # it can (into a regular file by a thread, while the fork writes on after it); where it cannot (a pipe, another
+    # file system: EXDEV), it is read and written, to the same bytes
     trace = _run(tmp_path, "bridge_repair", 0, "solution", "--snapshots")
     cursor = trace.read_bytes().count(b"\n") - 3
     code, kernel = _fork(trace, cursor, tmp_path / "kernel.jsonl", "solution")
@@ -216,6 +217,19 @@ def test_the_head_is_the_same_bytes_copied_by_the_kernel_or_read_and_written(oft
 
     def refuse(*args):
         raise OSError(18, "Invalid cross-device link")
+
+    # a pipe (here a FIFO, read by a thread): no thread copies beside the run, the head goes first, in order
+    import os
+    import threading
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    piped: list[bytes] = []
+    reader = threading.Thread(target=lambda: piped.append(fifo.read_bytes()))
+    reader.start()
+    assert main(["fork", str(trace), "--cursor", str(cursor), "--policy", "solution", "--trace", str(fifo)]) == 0
+    reader.join()
+    assert piped == [kernel]
 
     monkeypatch.setattr(js.os, "copy_file_range", refuse)
     code, plain = _fork(trace, cursor, tmp_path / "plain.jsonl", "solution")

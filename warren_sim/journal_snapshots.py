@@ -37,7 +37,9 @@ import mmap
 import operator
 import os
 import pickle
+import stat
 import sys
+import threading
 from array import array
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -278,27 +280,88 @@ class JournalFork:
             f.seek(start)
             return self.run_line + f.read(end - start)
 
-    def write_head(self, out: TextIO) -> None:
-        """Write the head to ``out``, a text stream just opened: the parent's bytes are copied by the kernel
-        (``os.copy_file_range``) where it can, instead of through this process (50 MB for 10,000 foragers)."""
+    def write_head(self, out: TextIO) -> Callable[[], None]:
+        """Write the head to ``out``, a text stream just opened, and return what to call before closing it (it
+        raises the copy's ``OSError``, if any). The parent's bytes are copied by the kernel
+        (``os.copy_file_range``) where it can, instead of through this process (50 MB for 10,000 foragers),
+        and into a regular file by a thread, while the fork runs on and writes its own records after them (at
+        the head's end: the file has a hole there until the copy fills it)."""
         out.flush()
         binary = out.buffer
         binary.write(self.run_line)
         binary.flush()
         start, end = self.span
-        with open(self.source, "rb") as src:
-            left = end - start
-            try:
-                fd = binary.fileno()
-                while left > 0:
-                    done = os.copy_file_range(src.fileno(), fd, left, start + (end - start - left))
-                    if done <= 0:
-                        break
-                    left -= done
-            except (OSError, AttributeError, io.UnsupportedOperation):  # a pipe, another file system: read it
-                pass
-            _copy_plainly(src, binary, end - left, end)
-        out.seek(0, os.SEEK_END)  # the text layer writes on after what the kernel wrote
+        try:
+            fd = binary.fileno()
+            at = binary.tell() if stat.S_ISREG(os.fstat(fd).st_mode) else -1
+        except (OSError, AttributeError, io.UnsupportedOperation):
+            at = -1
+        if at < 0 or end <= start:  # a pipe, a terminal: in order, now
+            with open(self.source, "rb") as src:
+                left = _copy_range(src.fileno(), binary, start, end)
+                _copy_plainly(src, binary, end - left, end)
+            if binary.seekable():
+                out.seek(0, os.SEEK_END)  # the text layer writes on after what the kernel wrote
+            return _copied
+        binary.seek(at + end - start)
+        copier = _HeadCopier(self.source, fd, (start, end), at)
+        copier.start()
+        return copier.finish
+
+
+def _copied() -> None:
+    """(The head was copied in order: nothing to wait for.)"""
+
+
+def _copy_range(src: int, binary: BinaryIO, start: int, end: int) -> int:
+    """Copy ``src``'s bytes ``start:end`` to where ``binary`` stands by the kernel, as far as it goes; the bytes
+    left to copy some other way (a pipe, another file system)."""
+    left = end - start
+    try:
+        fd = binary.fileno()
+        while left > 0:
+            done = os.copy_file_range(src, fd, left, end - left)
+            if done <= 0:
+                break
+            left -= done
+    except (OSError, AttributeError, io.UnsupportedOperation):
+        pass
+    return left
+
+
+class _HeadCopier(threading.Thread):
+    """Copies the parent's bytes ``span`` into the fork's journal at byte ``at`` (kernel copies, or reads and
+    writes at offsets where it cannot), beside the fork's own run; ``finish`` waits and raises what failed."""
+
+    def __init__(self, source: Path, fd: int, span: tuple[int, int], at: int) -> None:
+        super().__init__(daemon=True)
+        self.source, self.fd, self.span, self.at = source, fd, span, at
+        self.error: OSError | None = None
+
+    def run(self) -> None:
+        start, end = self.span
+        try:
+            with open(self.source, "rb") as src:
+                pos = start
+                with contextlib.suppress(OSError):  # (then read and written, below)
+                    while pos < end:
+                        done = os.copy_file_range(src.fileno(), self.fd, end - pos, pos, self.at + pos - start)
+                        if done <= 0:
+                            break
+                        pos += done
+                while pos < end:
+                    chunk = os.pread(src.fileno(), min(COPY_CHUNK, end - pos), pos)
+                    if not chunk:
+                        raise OSError(f"{self.source} ended at byte {pos}, before {end}: was it cut short while "
+                                      "being read?")
+                    pos += os.pwrite(self.fd, chunk, self.at + pos - start)
+        except OSError as exc:
+            self.error = exc
+
+    def finish(self) -> None:
+        self.join()
+        if self.error is not None:
+            raise self.error
 
 
 def _copy_plainly(src: BinaryIO, out: BinaryIO, start: int, end: int) -> None:
@@ -335,9 +398,13 @@ def fork_from_snapshots(path: Path, cursor: int, policy: str, overrides: Mapping
     at = [c for c in at if c <= cursor]
     if not at:
         return None
-    with _mapped(path) as data:
+    with _mapped(path) as data, contextlib.ExitStack() as stack:
         if data is None:
             return None
+        digests = _digests(folder / DIGESTS)
+        hashes = stack.enter_context(_PrefixHashes(data))
+        latest = _batches_to(folder / BOUNDARIES, at[0], cursor)
+        hashes.start(_stops(digests, at[0], latest))
         first = bytes(data[:data.find(b"\n") % (len(data) + 1)])  # (the other 50 MB stay put)
         run = _run_head(first, where)
         digest = engine_digest()
@@ -354,14 +421,14 @@ def fork_from_snapshots(path: Path, cursor: int, policy: str, overrides: Mapping
             offset = int(snap["bytes"])
             if offset > len(data):
                 continue
-            sha = _sha256(data, 0, offset)
-            if sha.hexdigest() != snap["sha256"]:
+            if hashes.at(offset).hexdigest() != snap["sha256"]:
                 continue
             again = functools.partial(_load, folder / f"{c:012d}.pickle", loaded.solution)
-            batches = _batches_to(folder / BOUNDARIES, c, cursor)
+            batches = latest if c == at[0] else _batches_to(folder / BOUNDARIES, c, cursor)
             origin = (path, first, loaded, seed, parent)
             if batches is not None:
-                vouched, walked = _fork_vouched(data, sha, snap, origin, cursor, overrides, where, batches, folder)
+                vouched, walked = _fork_vouched(data, hashes, digests, snap, origin, cursor, overrides, where,
+                                                batches)
                 if vouched is not None:
                     return vouched
                 if walked:  # (the snapshot's objects moved on with that walk)
@@ -395,6 +462,50 @@ def _sha256(data: mmap.mmap, start: int, end: int, sha: Any = None) -> Any:
     with memoryview(data) as view, view[start:end] as part:
         sha.update(part)
     return sha
+
+
+class _PrefixHashes:
+    """SHA-256 of the journal's first ``stop`` bytes, for the few stops a fork checks (its snapshot's and its
+    digest's). ``start`` takes them in a thread while the fork unpickles its scenario and snapshot: hashlib lets
+    go of the GIL over a big buffer, so the 50 MB before a 10,000-forager snapshot are hashed beside that work
+    instead of after it. ``at`` waits for the thread, then gives any prefix's hash, taking on from the longest
+    prefix hashed below it. Use it as a context manager: the thread is joined before the journal's map closes."""
+
+    def __init__(self, data: mmap.mmap) -> None:
+        self.data = data
+        self.done: dict[int, Any] = {}
+        self.thread: threading.Thread | None = None
+
+    def start(self, stops: list[int]) -> None:
+        self.thread = threading.Thread(target=self._take, args=(sorted(stops),), daemon=True)
+        self.thread.start()
+
+    def _take(self, stops: list[int]) -> None:
+        sha, pos = hashlib.sha256(), 0
+        for stop in stops:
+            if not pos <= stop <= len(self.data):
+                break
+            _sha256(self.data, pos, stop, sha)
+            self.done[stop], pos = sha.copy(), stop
+
+    def at(self, stop: int) -> Any:
+        self.join()
+        base = max((s for s in self.done if s <= stop), default=0)
+        sha = self.done[base].copy() if base in self.done else hashlib.sha256()
+        _sha256(self.data, base, stop, sha)
+        self.done[stop] = sha.copy()
+        return sha
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+
+    def __enter__(self) -> _PrefixHashes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.join()
 
 
 def _digests(path: Path) -> list[tuple[int, int, bytes]]:
@@ -510,13 +621,20 @@ def _run_line(first: bytes, parent: str, run_id: str, point: ForkPoint, where: s
 COMMAND_KEY = b'"kind":"command"'  # (a key and value: inside a JSON string its quotes would be escaped)
 
 
-def _fork_vouched(data: mmap.mmap, sha: Any, snap: dict[str, Any],
-                  origin: tuple[Path, bytes, LoadedScenario, int, str], cursor: int,
-                  overrides: Mapping[str, dict[str, Any]] | None, where: str, batches: tuple[int, int],
-                  folder: Path) -> tuple[JournalFork | None, bool]:
+def _stops(digests: list[tuple[int, int, bytes]], c: int, batches: tuple[int, int] | None) -> list[int]:
+    """Where a fork from snapshot ``c`` will hash the journal up to: the snapshot's digest, and the first digest
+    at or after the fork point (``batches``, from ``_batches_to``), as far as the run's digests say."""
+    mine = [d[1] for d in digests if d[0] == c]
+    there = [d[1] for d in digests if batches is not None and d[0] >= batches[1]][:1]
+    return mine + there if mine else []
+
+
+def _fork_vouched(data: mmap.mmap, hashes: _PrefixHashes, digests: list[tuple[int, int, bytes]],
+                  snap: dict[str, Any], origin: tuple[Path, bytes, LoadedScenario, int, str], cursor: int,
+                  overrides: Mapping[str, dict[str, Any]] | None, where: str,
+                  batches: tuple[int, int]) -> tuple[JournalFork | None, bool]:
     """The fork from ``snap`` when the run's digests vouch for the journal's bytes up to the fork point, and
-    whether the snapshot's objects were walked on (then the caller needs them again). ``sha`` holds the digest
-    of the bytes up to the snapshot.
+    whether the snapshot's objects were walked on (then the caller needs them again).
 
     The bytes from the snapshot to the fork point are the run's own when the journal's SHA-256 at the first digest
     after them (the next snapshot's, or the run's end) is the one the run wrote (``DIGESTS``, whose entry at the
@@ -528,11 +646,10 @@ def _fork_vouched(data: mmap.mmap, sha: Any, snap: dict[str, Any],
     checked. The same fork either way (tests/test_journal_snapshots.py)."""
     path, first, loaded, seed, parent = origin
     c, offset, n, boundary = int(snap["cursor"]), int(snap["bytes"]), batches[0], batches[1]
-    digests = _digests(folder / DIGESTS)
     if (c, offset, bytes.fromhex(snap["sha256"])) not in digests:
         return None, False
     _, stop, digest = next((d for d in digests if d[0] >= boundary), (0, -1, b""))
-    if not offset <= stop <= len(data) or _sha256(data, offset, stop, sha).digest() != digest:
+    if not offset <= stop <= len(data) or hashes.at(stop).digest() != digest:
         return None, False
     _check_cursor([{"cursor": _last_cursor(data, c, where)}], cursor, where)
     lines = data[offset:stop].split(b"\n", boundary - c)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,13 +83,13 @@ def cmd_fork(args: argparse.Namespace) -> int:
     except (ForkError, JournalError, ScenarioError) as exc:
         raise UsageError(str(exc)) from None
     out = open_trace(args.trace)
+    head_written: Callable[[], None] = _nothing
     if out is not None and snapped is not None:
         try:
-            snapped.write_head(out)
+            head_written = snapped.write_head(out)  # (copied beside the run: waited for before the file closes)
         except OSError as exc:
             out.close()
-            raise UsageError(f"--trace: cannot copy {args.journal}'s first {head_records} records into "
-                             f"{args.trace}: {exc.strerror or exc}") from None
+            raise UsageError(_cannot_copy(args, head_records, exc)) from None
     writer = TraceWriter(out)
     writer.cursor = head_records
     writer.write(forked.records)
@@ -102,8 +103,13 @@ def cmd_fork(args: argparse.Namespace) -> int:
             summary = run_fork(forked, on_batch=on_batch)
         writer.write(forked.sim.drain_records())
     finally:
-        if out is not None:
-            out.close()
+        try:
+            head_written()
+        except OSError as exc:
+            raise UsageError(_cannot_copy(args, head_records, exc)) from None
+        finally:
+            if out is not None:
+                out.close()
     wall = wall_seconds() - started
     point = forked.point
     where = (f"  forked from {point.run_id} at cursor {point.cursor}: batch boundary {point.batch_cursor} "
@@ -112,6 +118,15 @@ def cmd_fork(args: argparse.Namespace) -> int:
     print_headless_summary(summary, wall, wall_note=" after the fork point", between=[where],
                            policies=forked.policies.values(), trace=args.trace, records=writer.cursor)
     return EXIT_OK if summary["status"] == "completed" else EXIT_FAILED
+
+
+def _nothing() -> None:
+    """(No head to wait for: no ``--trace``, or a fork replayed from the start.)"""
+
+
+def _cannot_copy(args: argparse.Namespace, head_records: int, exc: OSError) -> str:
+    return (f"--trace: cannot copy {args.journal}'s first {head_records} records into {args.trace}: "
+            f"{exc.strerror or exc}")
 
 
 def _same_file(a: Path, b: Path) -> bool:
