@@ -199,6 +199,8 @@ def test_a_snapshot_file_is_read_through_an_allow_list(tmp_path):
 def test_snapshots_need_a_trace_and_bad_cursors_stay_errors(often, tmp_path, capsys):
     assert main(["run", "bridge_repair", "--snapshots", "--quiet"]) == 2
     assert "--snapshots needs --trace" in capsys.readouterr().err
+    assert main(["run", "bridge_repair", "--snapshots", "--trace", "/dev/null", "--quiet"]) == 2  # (read back)
+    assert "is not a regular file" in capsys.readouterr().err
     trace = _run(tmp_path, "bridge_repair", 3, "solution", "--snapshots")
     last = trace.read_bytes().count(b"\n") - 1
     assert _fork(trace, last + 1, tmp_path / "past.jsonl", "solution")[0] == 2

@@ -51,7 +51,7 @@ import threading
 from array import array
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO, cast
+from typing import Any, BinaryIO, TextIO
 
 import attrs
 import orjson
@@ -84,7 +84,7 @@ BOUNDARIES = "boundaries"
 DIGESTS = "digests"
 DIGEST_ENTRY = 8 + 8 + 32  # a cursor, the journal's length in bytes after it, the SHA-256 of those bytes
 SCENARIO = "scenario"  # (a pickle too, of the spec: not named *.pickle, which are the snapshots)
-FORMAT = 1
+FORMAT = 2  # (1: one pickle, the state within; 2: what the snapshot is, then its state)
 WORLD_FACTOR = 16
 MIN_RECORDS = 20_000
 ENGINE = Path(__file__).resolve().parent / "engine"
@@ -98,8 +98,9 @@ ALLOWED = {("random", "Random"), ("copyreg", "__newobj__"), ("copyreg", "_recons
 
 
 # What the kept scenario (``SCENARIO``) may hold besides plain values: the spec's own classes.
-SPEC_ALLOWED = frozenset(("warren_sim.engine.spec", name) for name, value in vars(spec_classes).items()
-                         if isinstance(value, type) and value.__module__ == spec_classes.__name__)
+SPEC_CLASSES = [value for value in vars(spec_classes).values()
+                if isinstance(value, type) and value.__module__ == spec_classes.__name__]
+SPEC_ALLOWED = frozenset(("warren_sim.engine.spec", cls.__name__) for cls in SPEC_CLASSES)
 
 
 def snapshots_dir(trace: Path) -> Path:
@@ -133,6 +134,11 @@ def _by_constructor(cls: type) -> Callable[[Any], tuple[type, tuple[Any, ...]]]:
 # (every field of these classes is a constructor argument, in order: tests/test_journal_snapshots.py)
 BY_CONSTRUCTOR = (Agent, Item, Structure, Action, ObjectiveState)
 _DISPATCH: dict[Any, Any] = {**copyreg.dispatch_table, **{cls: _by_constructor(cls) for cls in BY_CONSTRUCTOR}}
+# (the spec's classes too, for the kept scenario: attrs's own way for a frozen class is Python per object, 20,000
+# of them for 10,000 foragers; only the attrs classes, every field of which is a constructor argument)
+_SPEC_DISPATCH: dict[Any, Any] = {**copyreg.dispatch_table, **{
+    cls: _by_constructor(cls) for cls in SPEC_CLASSES
+    if attrs.has(cls) and all(f.init for f in attrs.fields(cls))}}
 
 
 def _dumps(obj: Any, solution: Any) -> bytes:
@@ -172,34 +178,24 @@ class _Unpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
-class _Hashing(io.TextIOBase):
-    """The trace's stream, hashing the bytes it is given: a snapshot names the journal's bytes before it."""
-
-    def __init__(self, inner: TextIO) -> None:
-        self.inner = inner
-        self.sha = hashlib.sha256()
-        self.offset = 0
-
-    def write(self, text: str) -> int:
-        data = text.encode("utf-8")
-        self.sha.update(data)
-        self.offset += len(data)
-        return self.inner.write(text)
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 class SnapshotWriter:
-    """Writes the snapshots of one headless run beside its trace (``warren run --trace T --snapshots``)."""
+    """Writes the snapshots of one headless run beside its trace (``warren run --trace T --snapshots``).
+
+    The trace is written as without snapshots (``stream``, a regular file's text stream); a snapshot names the
+    journal's bytes before it by their SHA-256, taken when the snapshot is: the bytes written since the last
+    one are read back from the file and hashed by a thread while the state is pickled (hashlib lets go of the
+    GIL), so the run pays nothing per record for it."""
 
     def __init__(self, trace: Path, stream: TextIO, loaded: LoadedScenario, policy: str, sim: Simulation) -> None:
+        if not stat.S_ISREG(os.fstat(stream.buffer.fileno()).st_mode):
+            raise ValueError(f"{trace} is not a regular file: snapshots name the journal's bytes, read back from it")
         self.dir = snapshots_dir(trace)
         self.dir.mkdir(exist_ok=True)
-        for old in [*self.dir.glob("*.pickle"), self.dir / BOUNDARIES, self.dir / DIGESTS, self.dir / SCENARIO]:  # a run writing this again makes
-            old.unlink(missing_ok=True)  # its old snapshots stale
-        self.hashing = _Hashing(stream)
-        self.stream = cast(TextIO, self.hashing)  # what the trace is written through
+        for old in [*self.dir.glob("*.pickle"), self.dir / BOUNDARIES, self.dir / DIGESTS, self.dir / SCENARIO]:
+            old.unlink(missing_ok=True)  # (a run writing this trace again makes its old snapshots stale)
+        self.stream = stream
+        self.reader = open(trace, "rb")  # noqa: SIM115 (closed by close())
+        self.sha, self.hashed = hashlib.sha256(), 0  # the journal's first ``hashed`` bytes, hashed
         self.loaded, self.policy = loaded, policy
         w = sim.world
         self.every = max(MIN_RECORDS, WORLD_FACTOR * (len(w.agents) + len(w.items) + len(w.structures)))
@@ -218,26 +214,44 @@ class SnapshotWriter:
         if self.stopped or records < self.next_at or sim.ended:
             return
         self.next_at = records + self.every
+        hashing = self._hash_in_thread()
         try:
-            data = _dumps({
-                "format": FORMAT, "engine": self.digest, "policy": self.policy, "cursor": records - 1,
-                "batches": self.batches, "bytes": self.hashing.offset, "sha256": self.hashing.sha.hexdigest(),
-                "state": state_of(sim), "policies": dict(policies)}, self.loaded.solution)
+            if not self.written:
+                self._keep_scenario()
+            state = _dumps({"state": state_of(sim), "policies": dict(policies)}, self.loaded.solution)
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             self.stopped = f"a policy does not pickle ({exc!r:.100}): no snapshots"
             return
-        if not self.written:
-            self._keep_scenario()
+        finally:
+            hashing.join()
+        # (two pickles: what the snapshot is, read and checked first, then the state)
+        about = pickle.dumps({"format": FORMAT, "engine": self.digest, "policy": self.policy, "cursor": records - 1,
+                              "batches": self.batches, "bytes": self.hashed, "sha256": self.sha.hexdigest()},
+                             protocol=5)
         path = self.dir / f"{records - 1:012d}.pickle"
         tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(data)
+        tmp.write_bytes(about + state)
         os.replace(tmp, path)
         self.written += 1
         self._digest(records - 1)
 
+    def _hash_in_thread(self) -> threading.Thread:
+        """Hash the journal's bytes written since the last snapshot, in a thread (the caller joins it)."""
+        self.stream.flush()
+        thread = threading.Thread(target=self._hash_to, args=(self.stream.buffer.tell(),), daemon=True)
+        thread.start()
+        return thread
+
+    def _hash_to(self, end: int) -> None:
+        """(Through a map of the file, in one call: the GIL is let go of once, for all of it.)"""
+        if end <= self.hashed:
+            return
+        with mmap.mmap(self.reader.fileno(), end, access=mmap.ACCESS_READ) as data:
+            _sha256(data, self.hashed, end, self.sha)
+        self.hashed = end
+
     def _digest(self, cursor: int) -> None:
-        hashing = self.hashing
-        self.digests += cursor.to_bytes(8, "little") + hashing.offset.to_bytes(8, "little") + hashing.sha.digest()
+        self.digests += cursor.to_bytes(8, "little") + self.hashed.to_bytes(8, "little") + self.sha.digest()
 
     def _keep_scenario(self) -> None:
         """The run's scenario as built (``SCENARIO``), once: a fork from a snapshot then need not load and expand
@@ -247,12 +261,18 @@ class SnapshotWriter:
                 "name": loaded.name, "params": dict(loaded.params), "spec": loaded.spec}
         path = self.dir / SCENARIO
         tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(pickle.dumps(kept, protocol=5))
+        out = io.BytesIO()
+        pickler = pickle.Pickler(out, protocol=5)
+        pickler.dispatch_table = _SPEC_DISPATCH
+        pickler.dump(kept)
+        tmp.write_bytes(out.getvalue())
         os.replace(tmp, path)
 
     def close(self) -> None:
         """Called once the run has ended and its last records are written: the batch boundaries' index, and the
         journal's digests (at each snapshot, and now at its end)."""
+        self._hash_in_thread().join()
+        self.reader.close()
         if self.boundaries:
             self._digest(self.boundaries[-1])
         for name, data in ((DIGESTS, bytes(self.digests)), (BOUNDARIES, self.boundaries.tobytes())):
@@ -548,11 +568,16 @@ def _batches_to(path: Path, c: int, cursor: int) -> tuple[int, int] | None:
 
 
 def _load(path: Path, solution: Any) -> dict[str, Any] | None:
+    """A snapshot (what it is, then its state: ``SnapshotWriter.after_batch``), or None (unreadable, or not one)."""
     try:
-        found = _Unpickler(io.BytesIO(path.read_bytes()), solution).load()
+        data = io.BytesIO(path.read_bytes())
+        about = _Unpickler(data, solution).load()
+        if not isinstance(about, dict) or about.get("format") != FORMAT:
+            return None
+        state = _Unpickler(data, solution).load()  # (an unpickler of its own: each pickle numbers its memo from 0)
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError):
         return None
-    return found if isinstance(found, dict) else None
+    return {**about, **state} if isinstance(state, dict) else None
 
 
 def _records_after(data: mmap.mmap, offset: int, c: int, cursor: int, where: str) -> tuple[list[dict[str, Any]], int]:

@@ -99,7 +99,11 @@ def run_command(args: argparse.Namespace) -> int:
     if args.snapshots and out is not None:
         from ..journal_snapshots import SnapshotWriter
 
-        snapshots = SnapshotWriter(args.trace, out, loaded, policy_text(args.policy or ["solution"]), sim)
+        try:
+            snapshots = SnapshotWriter(args.trace, out, loaded, policy_text(args.policy or ["solution"]), sim)
+        except ValueError as exc:
+            out.close()
+            raise UsageError(f"--snapshots: {exc}") from None
     writer = TraceWriter(snapshots.stream if snapshots is not None else out)
     started = wall_seconds()
     erase()
