@@ -5,8 +5,9 @@ the run every few batches (when the records written since the last one reach ``W
 size, at least ``MIN_RECORDS``: a snapshot costs the world, so the runs that pay for one are long enough to
 need it). ``warren fork T --cursor N`` then starts from the last snapshot at or before ``N`` instead of the
 run's start: it restores the engine and its policies there (``warren_sim.engine.snapshot.restore``), walks the
-journal's records from there to the fork point as any fork does (each record checked against the engine's),
-and copies the journal's bytes before the snapshot into the fork's journal instead of writing them again.
+journal's records from there to the fork point as any fork does (each record checked against the engine's,
+unless the run's digests vouch for them: below), and copies the journal's bytes before the snapshot into the
+fork's journal instead of writing them again.
 
 The run also writes where each of its batches ended (``T.snapshots/boundaries``: one cursor per batch, 8 bytes
 each, written when the run ends). With it the fork knows its batch boundary before walking, and walks exactly
