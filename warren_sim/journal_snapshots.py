@@ -215,7 +215,7 @@ class SnapshotWriter:
         if self.stopped or records < self.next_at or sim.ended:
             return
         self.next_at = records + self.every
-        hashing = self._hash_in_thread()
+        hashing, end = self._hash_in_thread()
         try:
             if not self.written:
                 self._keep_scenario()
@@ -225,6 +225,9 @@ class SnapshotWriter:
             return
         finally:
             hashing.join()
+        if self.hashed != end:
+            self.stopped = "the journal could not be read back to be hashed: no snapshots"
+            return
         # (two pickles: what the snapshot is, read and checked first, then the state)
         about = pickle.dumps({"format": FORMAT, "engine": self.digest, "policy": self.policy, "cursor": records - 1,
                               "batches": self.batches, "bytes": self.hashed, "sha256": self.sha.hexdigest()},
@@ -236,19 +239,24 @@ class SnapshotWriter:
         self.written += 1
         self._digest(records - 1)
 
-    def _hash_in_thread(self) -> threading.Thread:
-        """Hash the journal's bytes written since the last snapshot, in a thread (the caller joins it)."""
+    def _hash_in_thread(self) -> tuple[threading.Thread, int]:
+        """Hash the journal's bytes written since the last snapshot, in a thread (the caller joins it), and how
+        long the journal is then (``hashed`` is that when the thread is done, unless the file could not be read)."""
         self.stream.flush()
-        thread = threading.Thread(target=self._hash_to, args=(self.stream.buffer.tell(),), daemon=True)
+        end = self.stream.buffer.tell()
+        thread = threading.Thread(target=self._hash_to, args=(end,), daemon=True)
         thread.start()
-        return thread
+        return thread, end
 
     def _hash_to(self, end: int) -> None:
         """(Through a map of the file, in one call: the GIL is let go of once, for all of it.)"""
         if end <= self.hashed:
             return
-        with mmap.mmap(self.reader.fileno(), end, access=mmap.ACCESS_READ) as data:
-            _sha256(data, self.hashed, end, self.sha)
+        try:
+            with mmap.mmap(self.reader.fileno(), end, access=mmap.ACCESS_READ) as data:
+                _sha256(data, self.hashed, end, self.sha)
+        except (OSError, ValueError):  # (the file shorter than written: cut by someone else; the caller sees it)
+            return
         self.hashed = end
 
     def _digest(self, cursor: int) -> None:
@@ -272,9 +280,10 @@ class SnapshotWriter:
     def close(self) -> None:
         """Called once the run has ended and its last records are written: the batch boundaries' index, and the
         journal's digests (at each snapshot, and now at its end)."""
-        self._hash_in_thread().join()
+        hashing, end = self._hash_in_thread()
+        hashing.join()
         self.reader.close()
-        if self.boundaries:
+        if self.boundaries and self.hashed == end:
             self._digest(self.boundaries[-1])
         for name, data in ((DIGESTS, bytes(self.digests)), (BOUNDARIES, self.boundaries.tobytes())):
             path = self.dir / name
