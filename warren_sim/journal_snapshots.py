@@ -142,6 +142,21 @@ _SPEC_DISPATCH: dict[Any, Any] = {**copyreg.dispatch_table, **{
     if attrs.has(cls) and all(f.init for f in attrs.fields(cls))}}
 
 
+def _pickled(obj: Any, dispatch: dict[Any, Any]) -> bytes:
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=5)
+    pickler.dispatch_table = dispatch
+    pickler.dump(obj)
+    return out.getvalue()
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all (a reader never sees half a file)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 def _dumps(obj: Any, solution: Any) -> bytes:
     """Pickle ``obj``; a scenario's own policy classes (its solution.py, loaded from its directory: not in
     ``sys.modules``) by their module's name, which is made findable for the while (pickle checks it)."""
@@ -150,11 +165,7 @@ def _dumps(obj: Any, solution: Any) -> bytes:
     if added:
         sys.modules[str(name)] = solution
     try:
-        out = io.BytesIO()
-        pickler = pickle.Pickler(out, protocol=5)
-        pickler.dispatch_table = _DISPATCH
-        pickler.dump(obj)
-        return out.getvalue()
+        return _pickled(obj, _DISPATCH)
     finally:
         if added:
             sys.modules.pop(str(name), None)
@@ -228,14 +239,12 @@ class SnapshotWriter:
         if self.hashed != end:
             self.stopped = "the journal could not be read back to be hashed: no snapshots"
             return
-        # (two pickles: what the snapshot is, read and checked first, then the state)
+        # (two pickles: what the snapshot is, read first (a snapshot of another format is read no further),
+        # then the state)
         about = pickle.dumps({"format": FORMAT, "engine": self.digest, "policy": self.policy, "cursor": records - 1,
                               "batches": self.batches, "bytes": self.hashed, "sha256": self.sha.hexdigest()},
                              protocol=5)
-        path = self.dir / f"{records - 1:012d}.pickle"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(about + state)
-        os.replace(tmp, path)
+        _replace(self.dir / f"{records - 1:012d}.pickle", about + state)
         self.written += 1
         self._digest(records - 1)
 
@@ -268,14 +277,7 @@ class SnapshotWriter:
         loaded = self.loaded
         kept = {"format": FORMAT, "engine": self.digest, "files": scenario_digest(loaded.directory),
                 "name": loaded.name, "params": dict(loaded.params), "spec": loaded.spec}
-        path = self.dir / SCENARIO
-        tmp = path.with_suffix(".tmp")
-        out = io.BytesIO()
-        pickler = pickle.Pickler(out, protocol=5)
-        pickler.dispatch_table = _SPEC_DISPATCH
-        pickler.dump(kept)
-        tmp.write_bytes(out.getvalue())
-        os.replace(tmp, path)
+        _replace(self.dir / SCENARIO, _pickled(kept, _SPEC_DISPATCH))
 
     def close(self) -> None:
         """Called once the run has ended and its last records are written: the batch boundaries' index, and the
@@ -285,11 +287,8 @@ class SnapshotWriter:
         self.reader.close()
         if self.boundaries and self.hashed == end:
             self._digest(self.boundaries[-1])
-        for name, data in ((DIGESTS, bytes(self.digests)), (BOUNDARIES, self.boundaries.tobytes())):
-            path = self.dir / name
-            tmp = path.with_suffix(".tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
+        _replace(self.dir / DIGESTS, bytes(self.digests))
+        _replace(self.dir / BOUNDARIES, self.boundaries.tobytes())
 
 
 #: How much of the parent's journal the fallback copy of :meth:`JournalFork.write_head` reads at once.
@@ -334,12 +333,9 @@ class JournalFork:
             at = binary.tell() if stat.S_ISREG(os.fstat(fd).st_mode) else -1
         except (OSError, AttributeError, io.UnsupportedOperation):
             at = -1
-        if at < 0 or end <= start:  # a pipe, a terminal: in order, now
+        if at < 0 or end <= start:  # a pipe, a terminal (which the kernel does not copy into): in order, now
             with open(self.source, "rb") as src:
-                left = _copy_range(src.fileno(), binary, start, end)
-                _copy_plainly(src, binary, end - left, end)
-            if binary.seekable():
-                out.seek(0, os.SEEK_END)  # the text layer writes on after what the kernel wrote
+                _copy_plainly(src, binary, start, end)
             return _copied
         binary.seek(at + end - start)
         copier = _HeadCopier(self.source, fd, (start, end), at)
@@ -349,22 +345,6 @@ class JournalFork:
 
 def _copied() -> None:
     """(The head was copied in order: nothing to wait for.)"""
-
-
-def _copy_range(src: int, binary: BinaryIO, start: int, end: int) -> int:
-    """Copy ``src``'s bytes ``start:end`` to where ``binary`` stands by the kernel, as far as it goes; the bytes
-    left to copy some other way (a pipe, another file system)."""
-    left = end - start
-    try:
-        fd = binary.fileno()
-        while left > 0:
-            done = os.copy_file_range(src, fd, left, end - left)
-            if done <= 0:
-                break
-            left -= done
-    except (OSError, AttributeError, io.UnsupportedOperation):
-        pass
-    return left
 
 
 class _HeadCopier(threading.Thread):
@@ -453,8 +433,8 @@ def fork_from_snapshots(path: Path, cursor: int, policy: str, overrides: Mapping
             _, seed, parent, _ = journal_names(run, where)
         for c in at:
             snap = _load(folder / f"{c:012d}.pickle", loaded.solution)
-            if snap is None or snap.get("format") != FORMAT or snap.get("engine") != digest or \
-                    snap.get("policy") != policy or snap.get("cursor") != c:
+            if snap is None or snap.get("engine") != digest or snap.get("policy") != policy or \
+                    snap.get("cursor") != c:
                 continue
             offset = int(snap["bytes"])
             if offset > len(data):
@@ -672,6 +652,11 @@ def _stops(digests: list[tuple[int, int, bytes]], c: int, batches: tuple[int, in
     return mine + there if mine else []
 
 
+def _restored(loaded: LoadedScenario, seed: int, run_id: str, snap: dict[str, Any]) -> Simulation:
+    """The run as the snapshot holds it (its objects, not copies), under the fork's id."""
+    return restore(Simulation(loaded.spec, seed, run_id=run_id, record=False, populate=False), snap["state"])
+
+
 def _fork_vouched(data: mmap.mmap, hashes: _PrefixHashes, digests: list[tuple[int, int, bytes]],
                   snap: dict[str, Any], origin: tuple[Path, bytes, LoadedScenario, int, str], cursor: int,
                   overrides: Mapping[str, dict[str, Any]] | None, where: str,
@@ -702,7 +687,7 @@ def _fork_vouched(data: mmap.mmap, hashes: _PrefixHashes, digests: list[tuple[in
     commands = parse_records(b"\n".join(line for line in lines if COMMAND_KEY in line).decode("utf-8"), where)
     check_agents(loaded.spec, list(overrides or {}))
     run_id = f"{parent}-fork"
-    sim = restore(Simulation(loaded.spec, seed, run_id=run_id, record=False, populate=False), snap["state"])
+    sim = _restored(loaded, seed, run_id, snap)
     bringer = _Bringer([r for r in commands if r["kind"] == "command"], sim, snap["policies"], where, [], check=False)
     try:
         for _ in range(n):
@@ -734,7 +719,7 @@ def _fork_at(data: mmap.mmap, offset: int, snap: dict[str, Any], again: Callable
     expected = expected_of(after, owned=True)  # (``after`` loses its cursors: they are in ``expected`` now)
 
     def restored(snap: dict[str, Any]) -> _Bringer:
-        sim = restore(Simulation(loaded.spec, seed, run_id=run_id, record=False, populate=False), snap["state"])
+        sim = _restored(loaded, seed, run_id, snap)
         return _Bringer(after, sim, snap["policies"], where, expected)
 
     bringer, limit = None, None
